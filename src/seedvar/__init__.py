@@ -1,0 +1,3 @@
+"""seedvar: seed-variance studies for fine-tuned language models."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,104 @@
+"""`seedvar` command line: thin wrappers around the library functions."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from seedvar.config import Config, load_config
+from seedvar.errors import SeedvarError
+from seedvar.metrics import HANS_OVERALL, HEURISTIC_COLUMNS, MNLI_MATCHED, MNLI_MISMATCHED
+
+SUMMARY_COLUMNS = (
+    MNLI_MATCHED,
+    MNLI_MISMATCHED,
+    *HEURISTIC_COLUMNS,
+    HANS_OVERALL,
+    "ln_subject/object_swap",
+)
+
+
+def _config_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--params",
+        type=Path,
+        default=Path("params.yaml"),
+        help="params file (default: params.yaml; missing means defaults)",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=("paper", "cpu", "smoke"),
+        help="settings bundle: paper (default), cpu (offline MiniLM), smoke (tiny)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting, e.g. train.epochs=1",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="seedvar", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="fine-tune and evaluate one seed")
+    train.add_argument("--seed", type=int, help="the seed (sets train.seed)")
+    train.add_argument("--force", action="store_true", help="retrain a finished seed")
+    _config_arguments(train)
+
+    evaluate = commands.add_parser("evaluate", help="evaluate saved weights on MNLI and HANS")
+    evaluate.add_argument("model_dir", type=Path, help="a model folder written by seedvar train")
+    evaluate.add_argument(
+        "--output",
+        type=Path,
+        help="where predictions and metrics go (default: MODEL_DIR/../evaluation)",
+    )
+    evaluate.add_argument("--force", action="store_true", help="overwrite an earlier evaluation")
+    _config_arguments(evaluate)
+    return parser
+
+
+def _config(args: argparse.Namespace, extra: list[str]) -> Config:
+    return load_config(args.params, [*args.overrides, *extra], args.profile)
+
+
+def _print_summary(metrics: dict[str, float]) -> None:
+    for column in SUMMARY_COLUMNS:
+        if column in metrics:
+            print(f"  {column:<26} {metrics[column]:.4f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `seedvar` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "train":
+            from seedvar.train import run_seed
+
+            config = _config(args, [f"train.seed={args.seed}"] if args.seed is not None else [])
+            result = run_seed(config, force=args.force)
+            print(
+                f"seed {config.train.seed} finished in {result.wall_seconds:.0f} s: "
+                f"{result.seed_dir} (MLflow run {result.run_id})"
+            )
+            _print_summary(result.metrics)
+        elif args.command == "evaluate":
+            from seedvar.evaluate import evaluate_saved
+
+            config = _config(args, [])
+            output = args.output or args.model_dir.parent / "evaluation"
+            metrics = evaluate_saved(config, args.model_dir, output, force=args.force)
+            print(f"evaluation written to {output}")
+            _print_summary(metrics)
+    except SeedvarError as error:
+        print(f"seedvar: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

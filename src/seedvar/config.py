@@ -1,0 +1,190 @@
+"""Typed configuration: defaults < profile < params.yaml < --set overrides, validated up front."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from seedvar.errors import ConfigError
+from seedvar.profiles import PROFILES
+
+HANS_URL = "https://raw.githubusercontent.com/tommccoy1/hans/master/heuristics_evaluation_set.txt"
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class ModelConfig(Section):
+    name: str = "bert-base-uncased"
+    max_length: int = Field(128, ge=8, le=512)
+
+
+class DataConfig(Section):
+    mnli_train: str = "hub"
+    mnli_validation_matched: str = "hub"
+    mnli_validation_mismatched: str = "hub"
+    hans: str = HANS_URL
+    max_train_examples: int | None = Field(None, gt=0)
+    max_val_examples: int | None = Field(None, gt=0)
+    max_eval_examples: int | None = Field(None, gt=0)
+    cache_dir: str = ".cache/seedvar"
+
+
+class TrainConfig(Section):
+    seed: int = Field(0, ge=0)
+    init_seed: int | None = Field(None, ge=0)
+    data_seed: int | None = Field(None, ge=0)
+    learning_rate: float = Field(2e-5, gt=0)
+    batch_size: int = Field(32, gt=0)
+    epochs: int = Field(3, gt=0)
+    max_steps: int | None = Field(None, gt=0)
+    warmup_ratio: float = Field(0.1, ge=0, lt=1)
+    weight_decay: float = Field(0.01, ge=0)
+    gradient_clip: float = Field(1.0, gt=0)
+    precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = "auto"
+    accelerator: Literal["auto", "cpu", "gpu"] = "auto"
+    eval_batch_size: int = Field(256, gt=0)
+    log_every_n_steps: int = Field(50, gt=0)
+
+    @property
+    def effective_init_seed(self) -> int:
+        """Seed for the classifier head and dropout (defaults to `seed`)."""
+        return self.seed if self.init_seed is None else self.init_seed
+
+    @property
+    def effective_data_seed(self) -> int:
+        """Seed for the training-data order (defaults to `seed`)."""
+        return self.seed if self.data_seed is None else self.data_seed
+
+
+class TrackingConfig(Section):
+    uri: str | None = None
+    experiment: str = "seedvar"
+
+
+class Config(Section):
+    profile: Literal["paper", "cpu", "smoke"] = "paper"
+    model: ModelConfig = ModelConfig()
+    data: DataConfig = DataConfig()
+    train: TrainConfig = TrainConfig()
+    tracking: TrackingConfig = TrackingConfig()
+    output_dir: str = "runs"
+
+    def hash(self) -> str:
+        """Short hash of everything that determines a seed's result (not where it is logged)."""
+        relevant = self.model_dump(exclude={"tracking": True, "output_dir": True})
+        digest = hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+        return digest[:12]
+
+    def flat(self) -> dict[str, Any]:
+        """Dotted keys to values, for logging as parameters."""
+        return _flatten(self.model_dump())
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """`train.learning_rate=3e-5` -> {"train": {"learning_rate": 3e-05}} (value parsed as YAML)."""
+    key, sep, raw_value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. --set train.epochs=1")
+    value = yaml.safe_load(raw_value) if raw_value.strip() else None
+    tree: dict[str, Any] = {}
+    node = tree
+    *parents, leaf = key.strip().split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+    return tree
+
+
+def read_params(path: Path) -> dict[str, Any]:
+    """The mapping in a params.yaml file; empty when the file does not exist."""
+    if not path.exists():
+        return {}
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML ({error}); fix the file's syntax") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections at the top level")
+    return loaded
+
+
+def load_config(
+    params_path: Path | None = Path("params.yaml"),
+    overrides: list[str] | None = None,
+    profile: str | None = None,
+) -> Config:
+    """Resolve: defaults < profile < params file < overrides; errors name every problem."""
+    from_file = read_params(params_path) if params_path else {}
+    from_overrides: dict[str, Any] = {}
+    for override in overrides or []:
+        from_overrides = _deep_merge(from_overrides, parse_override(override))
+    chosen = profile or from_overrides.get("profile") or from_file.get("profile") or "paper"
+    if chosen not in PROFILES:
+        raise ConfigError(f"unknown profile {chosen!r}; choose one of {', '.join(PROFILES)}")
+    raw = _deep_merge(_deep_merge(PROFILES[chosen], from_file), from_overrides)
+    raw["profile"] = chosen
+    return validate(raw, source=str(params_path or "config"))
+
+
+def validate(raw: dict[str, Any], source: str = "config") -> Config:
+    """Build a Config from a nested mapping, turning validation errors into one ConfigError."""
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigError(_describe(error, source)) from None
+
+
+def _describe(error: ValidationError, source: str) -> str:
+    lines = []
+    for problem in error.errors():
+        key = ".".join(str(part) for part in problem["loc"])
+        if problem["type"] == "extra_forbidden":
+            section = _section_of(problem["loc"][:-1])
+            valid = ", ".join(section.model_fields) if section else ""
+            lines.append(f"unknown key {key!r} (valid keys here: {valid})")
+        else:
+            lines.append(f"{key}: {problem['msg']} (got {problem.get('input')!r})")
+    return f"invalid configuration in {source}: " + "; ".join(lines)
+
+
+def _section_of(location: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] = Config
+    for part in location:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return model

@@ -1,0 +1,1 @@
+"""Data: loaders that bring MNLI and HANS from any supported source to one canonical schema."""

@@ -1,0 +1,54 @@
+"""Tokenize a set once per (content, tokenizer, max length) and keep it on disk as Arrow."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import datasets
+import pandas as pd
+from transformers import PreTrainedTokenizerBase
+
+from seedvar.data.io import fingerprint
+
+MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+def tokenizer_identity(tokenizer: PreTrainedTokenizerBase) -> str:
+    """What makes two tokenizers interchangeable for caching."""
+    return f"{type(tokenizer).__name__}:{tokenizer.name_or_path}:{len(tokenizer)}"
+
+
+def tokenize_cached(
+    frame: pd.DataFrame, tokenizer: PreTrainedTokenizerBase, max_length: int, cache_dir: Path
+) -> datasets.Dataset:
+    """Token ids (unpadded) and labels for `frame`, from the cache when present."""
+    key_text = f"{fingerprint(frame)}|{tokenizer_identity(tokenizer)}|{max_length}"
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:20]
+    target = cache_dir / "tokenized" / key
+    if target.is_dir():
+        return datasets.load_from_disk(str(target))
+    source = datasets.Dataset.from_dict(
+        {
+            "premise": frame["premise"].to_list(),
+            "hypothesis": frame["hypothesis"].to_list(),
+            "labels": frame["label"].to_list(),
+        }
+    )
+    encoded = source.map(
+        lambda batch: tokenizer(
+            batch["premise"], batch["hypothesis"], truncation=True, max_length=max_length
+        ),
+        batched=True,
+        batch_size=2000,
+        remove_columns=["premise", "hypothesis"],
+        desc="tokenizing",
+    )
+    keep = [name for name in encoded.column_names if name in (*MODEL_INPUTS, "labels")]
+    encoded = encoded.select_columns(keep)
+    partial = target.with_name(f"{key}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    encoded.save_to_disk(str(partial))
+    partial.rename(target)
+    return datasets.load_from_disk(str(target))

