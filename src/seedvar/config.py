@@ -46,6 +46,7 @@ class TrainConfig(Section):
     learning_rate: float = Field(2e-5, gt=0)
     batch_size: int = Field(32, gt=0)
     epochs: int = Field(3, gt=0)
+    group_by_length: bool = True
     max_steps: int | None = Field(None, gt=0)
     warmup_ratio: float = Field(0.1, ge=0, lt=1)
     weight_decay: float = Field(0.01, ge=0)

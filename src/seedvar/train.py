@@ -12,6 +12,7 @@ import datasets
 import lightning as L
 import torch
 import yaml
+from lightning.pytorch.callbacks import TQDMProgressBar
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from seedvar import tracking
@@ -83,6 +84,7 @@ def fine_tune(
         batch_size=train.batch_size,
         eval_batch_size=train.eval_batch_size,
         data_seed=train.effective_data_seed,
+        group_by_length=train.group_by_length,
     )
     trainer = L.Trainer(
         accelerator=train.accelerator,
@@ -95,7 +97,7 @@ def fine_tune(
         enable_checkpointing=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
-        callbacks=callbacks,
+        callbacks=[TQDMProgressBar(), *callbacks],
     )
     trainer.fit(module, datamodule=datamodule)
     return module.model

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from typing import Any
 
 import datasets
 import lightning as L
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Sampler
 
 
 class PadToLongest:
@@ -31,6 +33,41 @@ class PadToLongest:
         return batch
 
 
+class LengthGroupedBatches(Sampler[list[int]]):
+    """Random batches of similar-length rows, so that little padding is computed.
+
+    Each epoch: shuffle all rows (seeded by `seed` and the epoch), sort each window of
+    `window` batches by length, cut it into batches, then shuffle the batch order.
+    """
+
+    def __init__(self, lengths: list[int], batch_size: int, seed: int, window: int = 50) -> None:
+        self.lengths = lengths
+        self.batch_size = batch_size
+        self.seed = seed
+        self.window = window
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Called by Lightning at the start of every epoch."""
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.lengths) / self.batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        shuffled = torch.randperm(len(self.lengths), generator=generator).tolist()
+        span = self.batch_size * self.window
+        batches = []
+        for start in range(0, len(shuffled), span):
+            window = sorted(shuffled[start : start + span], key=lambda i: -self.lengths[i])
+            batches += [
+                window[i : i + self.batch_size] for i in range(0, len(window), self.batch_size)
+            ]
+        for index in torch.randperm(len(batches), generator=generator).tolist():
+            yield batches[index]
+
+
 class NLIDataModule(L.LightningDataModule):
     """Training batches in an order fixed by `data_seed`; validation batches in file order."""
 
@@ -42,6 +79,7 @@ class NLIDataModule(L.LightningDataModule):
         batch_size: int,
         eval_batch_size: int,
         data_seed: int,
+        group_by_length: bool = True,
     ) -> None:
         super().__init__()
         self.train = train
@@ -50,8 +88,13 @@ class NLIDataModule(L.LightningDataModule):
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.data_seed = data_seed
+        self.group_by_length = group_by_length
 
     def train_dataloader(self) -> DataLoader:
+        if self.group_by_length:
+            lengths = [len(ids) for ids in self.train["input_ids"]]
+            batches = LengthGroupedBatches(lengths, self.batch_size, self.data_seed)
+            return DataLoader(self.train, batch_sampler=batches, collate_fn=self.collate)
         order = torch.Generator().manual_seed(self.data_seed)
         return DataLoader(
             self.train,

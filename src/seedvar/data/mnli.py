@@ -61,7 +61,7 @@ def canonical_mnli(frame: pd.DataFrame, origin: str) -> pd.DataFrame:
 def _from_hub(split: str) -> pd.DataFrame:
     import datasets
 
-    name = "/".join(HUB_DATASET)
+    name = f"{HUB_DATASET[0]}, config {HUB_DATASET[1]}"
     try:
         loaded = datasets.load_dataset(*HUB_DATASET, split=split)
     except Exception as error:  # network, auth and hub errors come in many types

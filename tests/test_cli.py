@@ -1,0 +1,74 @@
+"""The `seedvar` command: errors as one line before any work, evaluate reproduces train."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from seedvar.cli import main
+
+SMOKE = [
+    "--profile",
+    "smoke",
+    "--set",
+    "data.max_train_examples=200",
+    "--set",
+    "data.max_eval_examples=300",
+]
+
+
+def test_bad_setting_is_one_line_and_exit_2(study_dir: Path, capsys: pytest.CaptureFixture):
+    assert main(["train", "--seed", "1", *SMOKE, "--set", "train.learning_rate=-1"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "Traceback" not in error
+    assert error.startswith("seedvar: error: invalid configuration")
+    assert "train.learning_rate: Input should be greater than 0" in error
+    assert not Path("runs").exists() and not Path("mlruns").exists()
+
+
+def test_missing_data_file_stops_before_training(study_dir: Path, capsys):
+    code = main(["train", *SMOKE, "--set", "data.mnli_train=data/offline/mnli/nope.parquet"])
+    assert code == 2
+    error = capsys.readouterr().err
+    assert "data/offline/mnli/nope.parquet: file not found" in error
+    assert not Path("runs").exists() and not Path("mlruns").exists()
+
+
+def test_hub_model_without_network_names_the_offline_model(study_dir: Path):
+    """A real transformers hub call in offline mode: the hub cannot be reached here."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "seedvar.cli",
+            "train",
+            *SMOKE,
+            "--set",
+            "model.name=bert-base-uncased",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "cannot load model 'bert-base-uncased'" in done.stderr
+    assert "--set model.name=minilm-offline" in done.stderr
+    assert "Traceback" not in done.stderr and not Path("runs").exists()
+
+
+@pytest.mark.slow
+def test_evaluate_saved_weights_reproduces_the_training_run(study_dir: Path, capsys):
+    assert main(["train", "--seed", "2", *SMOKE]) == 0
+    assert "seed 2 finished" in capsys.readouterr().out
+    assert main(["evaluate", "runs/seed-2/model", *SMOKE]) == 0
+    trained = json.loads(Path("runs/seed-2/metrics.json").read_text())
+    evaluated = json.loads(Path("runs/seed-2/evaluation/metrics.json").read_text())
+    assert evaluated == pytest.approx(trained, abs=1e-9)
+    assert main(["evaluate", "runs/seed-2/model", *SMOKE]) == 2  # never overwritten
+    assert "--force" in capsys.readouterr().err

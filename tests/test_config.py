@@ -1,0 +1,74 @@
+"""Config resolution and validation: defaults < profile < params.yaml < --set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from seedvar.config import load_config, parse_override
+from seedvar.errors import ConfigError
+
+
+def test_defaults_are_the_papers_recipe(tmp_path: Path):
+    config = load_config(tmp_path / "absent.yaml")
+    assert config.profile == "paper"
+    assert config.model.name == "bert-base-uncased" and config.model.max_length == 128
+    train = config.train
+    assert (train.learning_rate, train.batch_size, train.epochs) == (2e-5, 32, 3)
+    assert (train.warmup_ratio, train.weight_decay, train.gradient_clip) == (0.1, 0.01, 1.0)
+    assert config.data.mnli_train == "hub" and config.data.hans.endswith("evaluation_set.txt")
+
+
+def test_precedence_profile_file_overrides(tmp_path: Path):
+    params = tmp_path / "params.yaml"
+    params.write_text("profile: cpu\ntrain:\n  epochs: 2\n  learning_rate: 3e-5\n")
+    config = load_config(params, ["train.epochs=4"])
+    assert config.profile == "cpu" and config.model.name == "minilm-offline"
+    assert config.train.learning_rate == 3e-5  # YAML reads 3e-5 as text; still a float here
+    assert config.train.epochs == 4
+    assert load_config(params, profile="smoke").model.name == "tiny-random-bert"
+
+
+def test_seeds_can_be_set_apart():
+    config = load_config(None, ["train.seed=3", "train.data_seed=7"])
+    assert config.train.effective_init_seed == 3 and config.train.effective_data_seed == 7
+
+
+def test_config_hash_ignores_where_results_are_logged():
+    base = load_config(None)
+    assert base.hash() == load_config(None, ["tracking.experiment=other"]).hash()
+    assert base.hash() != load_config(None, ["train.seed=1"]).hash()
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("train.lerning_rate=1e-5", "unknown key 'train.lerning_rate'.*learning_rate"),
+        ("train.learning_rate=-1e-5", "train.learning_rate: Input should be greater than 0"),
+        ("train.batch_size=0", "train.batch_size: Input should be greater than 0"),
+        ("train.epochs=three", "train.epochs: Input should be a valid integer"),
+        ("train.precision=fp8", "train.precision: Input should be"),
+        ("nonsense=1", "unknown key 'nonsense'"),
+        ("train.epochs", "expected KEY=VALUE"),
+        ("profile=gpu", "unknown profile 'gpu'"),
+    ],
+)
+def test_bad_config_gives_one_clear_error(override: str, message: str):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [override])
+
+
+def test_bad_params_file(tmp_path: Path):
+    params = tmp_path / "params.yaml"
+    params.write_text("train: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(params)
+    params.write_text("- a list\n")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        load_config(params)
+
+
+def test_parse_override_builds_nested_values():
+    assert parse_override("data.max_train_examples=200") == {"data": {"max_train_examples": 200}}
+    assert parse_override("tracking.uri=") == {"tracking": {"uri": None}}

@@ -1,0 +1,206 @@
+"""Loaders for every supported format, label mapping, caching, padding, and bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.error
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from seedvar.data.datamodule import PadToLongest
+from seedvar.data.hans import canonical_hans, load_hans
+from seedvar.data.io import fingerprint, read_table, subsample
+from seedvar.data.mnli import load_mnli
+from seedvar.data.tokenized import tokenize_cached
+from seedvar.errors import DataError
+from seedvar.pretrained import load_tokenizer
+from tests.conftest import FIXTURES, OFFLINE
+
+MNLI_COLUMNS = ["idx", "premise", "hypothesis", "label"]
+
+
+def test_glue_tsv_keeps_quotes_and_maps_labels():
+    frame = load_mnli(str(FIXTURES / "glue_dev_matched.tsv"), "validation_matched")
+    assert list(frame.columns) == MNLI_COLUMNS
+    assert frame["label"].tolist() == [1, 2, 0]
+    assert frame["idx"].tolist() == [0, 1, 2]
+    assert '"searchable"' in frame["premise"][1]
+
+
+def test_multinli_jsonl_drops_pairs_without_consensus():
+    frame = load_mnli(str(FIXTURES / "multinli_1.0_dev_matched.jsonl"), "validation_matched")
+    assert frame["label"].tolist() == [1, 0, 2]
+    assert frame["hypothesis"].tolist()[1] == "He left."
+
+
+def test_canonical_jsonl_and_real_parquet():
+    frame = load_mnli(str(FIXTURES / "mnli_canonical.jsonl"), "train")
+    assert frame["idx"].tolist() == [10, 11, 12] and frame["label"].tolist() == [0, 1, 2]
+    matched = load_mnli(str(OFFLINE / "mnli" / "validation_matched.parquet"), "validation_matched")
+    assert len(matched) == 9815 and list(matched.columns) == MNLI_COLUMNS
+    assert set(matched["label"]) == {0, 1, 2}
+
+
+def test_official_hans_tsv(tmp_path: Path):
+    frame = load_hans(str(FIXTURES / "heuristics_evaluation_set.txt"), tmp_path)
+    assert frame["id"].tolist() == ["ex0", "ex1", "ex2"]
+    assert frame["label"].tolist() == [1, 1, 0]
+    assert frame["template"].tolist() == ["temp1", "temp11", "temp40"]
+    assert frame["subcase"][0] == "ln_subject/object_swap"
+
+
+def test_real_hans_parquet_has_30_subcases_of_1000(tmp_path: Path):
+    frame = load_hans(str(OFFLINE / "hans" / "validation.parquet"), tmp_path)
+    assert len(frame) == 30000
+    assert frame.groupby("subcase").size().eq(1000).all() and frame["subcase"].nunique() == 30
+    assert frame["template"].isna().all()
+    assert set(frame["label"]) == {0, 1}
+
+
+def test_hans_labels_by_name_and_number():
+    base = {
+        "premise": ["a", "b", "c"],
+        "hypothesis": ["a", "b", "c"],
+        "heuristic": ["x"] * 3,
+        "subcase": ["y"] * 3,
+    }
+    frame = canonical_hans(pd.DataFrame({**base, "label": ["entailment", 1, "0"]}), "t")
+    assert frame["label"].tolist() == [0, 1, 0]
+
+
+def test_hans_url_download_is_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    served = (FIXTURES / "heuristics_evaluation_set.txt").read_bytes()
+    calls = []
+
+    class Response:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def read(self):
+            return served
+
+    def fake_urlopen(url, timeout):
+        calls.append(url)
+        return Response()
+
+    monkeypatch.setattr("urllib.request.urlopen", fake_urlopen)
+    first = load_hans("https://example.org/hans.txt", tmp_path)
+    second = load_hans("https://example.org/hans.txt", tmp_path)
+    assert len(calls) == 1 and first.equals(second) and len(first) == 3
+
+
+def test_hans_url_unreachable_names_offline_copy(tmp_path, monkeypatch):
+    def unreachable(url, timeout):
+        raise urllib.error.URLError("Name or service not known")
+
+    monkeypatch.setattr("urllib.request.urlopen", unreachable)
+    with pytest.raises(DataError, match="data/offline/hans/validation.parquet"):
+        load_hans("https://example.org/hans.txt", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "problem"),
+    [
+        ("missing.parquet", None, "file not found"),
+        ("mnli.csv", "premise,hypothesis,label\n", "unknown format '.csv'"),
+        ("no_label.jsonl", '{"premise": "a", "hypothesis": "b"}\n', "missing column\\(s\\) label"),
+        (
+            "bad_label.jsonl",
+            '{"premise": "a", "hypothesis": "b", "label": "maybe"}\n',
+            "unknown label value\\(s\\) 'maybe'",
+        ),
+        ("empty.tsv", "", "cannot be read|holds no examples"),
+        ("header_only.tsv", "premise\thypothesis\tlabel\n", "holds no examples"),
+        ("broken.jsonl", '{"premise": "a", "hyp', "cannot be read as JSONL"),
+    ],
+)
+def test_bad_mnli_input_gives_one_clear_error(tmp_path: Path, name, content, problem):
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(DataError, match=problem) as caught:
+        load_mnli(str(path), "train")
+    assert str(path) in str(caught.value)
+
+
+def test_truncated_parquet(tmp_path: Path):
+    whole = (OFFLINE / "mnli" / "validation_matched.parquet").read_bytes()
+    path = tmp_path / "truncated.parquet"
+    path.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(DataError, match="truncated"):
+        read_table(path)
+
+
+def test_hub_mnli_without_network_names_the_offline_data():
+    """Real datasets hub call, in offline mode (the hub cannot be reached here anyway)."""
+    code = "from seedvar.data.mnli import load_mnli; load_mnli('hub', 'train')"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode != 0
+    assert (
+        "cannot load MNLI train from the Hugging Face hub (nyu-mll/glue, config mnli)"
+        in done.stderr
+    )
+    assert "data/offline/mnli/train_sample.parquet" in done.stderr
+
+
+def test_subsample_is_fixed_and_stratified():
+    frame = pd.DataFrame({"subcase": [c for c in "abc" for _ in range(10)], "v": range(30)})
+    once, again = subsample(frame, 6, "subcase"), subsample(frame, 6, "subcase")
+    assert once.equals(again) and once["subcase"].value_counts().to_dict() == dict(a=2, b=2, c=2)
+    assert subsample(frame, None) is frame
+
+
+def test_tokenization_is_cached_on_disk(tmp_path: Path):
+    tokenizer = load_tokenizer("minilm-offline")
+    frame = load_mnli(str(FIXTURES / "mnli_canonical.jsonl"), "train")
+    first = tokenize_cached(frame, tokenizer, 32, tmp_path)
+    entries = list((tmp_path / "tokenized").iterdir())
+    second = tokenize_cached(frame, tokenizer, 32, tmp_path)
+    assert len(entries) == 1 and list((tmp_path / "tokenized").iterdir()) == entries
+    assert first["input_ids"] == second["input_ids"] and first["labels"] == [0, 1, 2]
+    assert max(len(ids) for ids in first["input_ids"]) < 32  # stored unpadded
+    tokenize_cached(frame, tokenizer, 16, tmp_path)
+    assert len(list((tmp_path / "tokenized").iterdir())) == 2  # new max length, new entry
+    assert fingerprint(frame) != fingerprint(frame.iloc[:2])
+
+
+def test_batches_are_padded_to_their_longest_row():
+    batch = PadToLongest(pad_token_id=0)(
+        [
+            {"input_ids": [101, 7, 102], "attention_mask": [1, 1, 1], "labels": 2},
+            {"input_ids": [101, 102], "attention_mask": [1, 1], "labels": 0},
+        ]
+    )
+    assert batch["input_ids"].tolist() == [[101, 7, 102], [101, 102, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert batch["labels"].tolist() == [2, 0]
+
+
+def test_length_grouped_batches_cover_every_row_once_with_less_padding():
+    import random
+
+    from seedvar.data.datamodule import LengthGroupedBatches
+
+    lengths = [random.Random(i).randint(5, 120) for i in range(1000)]
+    sampler = LengthGroupedBatches(lengths, batch_size=32, seed=7, window=10)
+    epoch0 = list(sampler)
+    assert sorted(i for batch in epoch0 for i in batch) == list(range(1000))
+    assert len(epoch0) == len(sampler) == 32
+    assert list(LengthGroupedBatches(lengths, 32, seed=7, window=10)) == epoch0  # seeded
+    sampler.set_epoch(1)
+    assert list(sampler) != epoch0
+    padded = sum(len(batch) * max(lengths[i] for i in batch) for batch in epoch0)
+    plain = [list(range(i, min(i + 32, 1000))) for i in range(0, 1000, 32)]
+    padded_plain = sum(len(batch) * max(lengths[i] for i in batch) for batch in plain)
+    assert padded < 0.7 * padded_plain

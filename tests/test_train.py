@@ -1,0 +1,80 @@
+"""End to end with real parts: a tiny random-init BERT on real examples, Lightning, MLflow."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from seedvar.config import load_config
+from seedvar.errors import OutputExistsError
+from seedvar.train import run_seed
+from tests.test_metrics import SUBCASES
+
+pytestmark = pytest.mark.slow
+SMOKE = ["data.max_train_examples=200", "data.max_eval_examples=300"]
+
+
+def _smoke(*overrides: str):
+    return load_config(None, [*SMOKE, *overrides], profile="smoke")
+
+
+def test_one_seed_is_trained_evaluated_and_tracked(study_dir: Path):
+    result = run_seed(_smoke("train.seed=3"))
+    assert result.seed_dir == Path("runs/seed-3")
+    for name in ("mnli_matched", "mnli_mismatched", "hans"):
+        predictions = pd.read_parquet(result.seed_dir / "predictions" / f"{name}.parquet")
+        assert {
+            "id",
+            "gold",
+            "predicted",
+            "logit_entailment",
+            "logit_neutral",
+            "logit_contradiction",
+        } <= set(predictions.columns)
+        assert len(predictions) == 300
+    assert (result.seed_dir / "model" / "model.safetensors").is_file()
+    assert (result.seed_dir / "model" / "tokenizer.json").is_file()
+    assert not list(result.seed_dir.glob("model/*.pt")) and not list(Path("runs").glob("*.partial"))
+    saved = json.loads((result.seed_dir / "metrics.json").read_text())
+    assert set(SUBCASES) <= set(saved) and 0 <= saved["MNLI dev acc."] <= 1
+
+    client = MlflowClient("sqlite:///mlruns/mlflow.db")
+    run = client.get_run(result.run_id)
+    assert run.info.status == "FINISHED" and run.info.run_name == "seed-3"
+    metrics = run.data.metrics
+    assert all(f"hans/{subcase}" in metrics for subcase in SUBCASES)
+    assert metrics["hans/ln_subject/object_swap"] == saved["ln_subject/object_swap"]
+    assert metrics["mnli/matched_accuracy"] == saved["MNLI dev acc."]
+    assert {"hans/lexical_nonent", "hans/overall", "mnli/mismatched_accuracy"} <= set(metrics)
+    loss_curve = client.get_metric_history(result.run_id, "train/loss")
+    assert len(loss_curve) >= 3  # 13 steps, logged every 2
+    assert len(client.get_metric_history(result.run_id, "val/mnli_matched_accuracy")) == 1
+    params = run.data.params
+    assert params["train.seed"] == "3" and params["train.learning_rate"] == "0.001"
+    assert params["data.size.train"] == "200" and len(params["data.fingerprint.hans"]) == 16
+    assert params["precision"] == "32-true" and "git.commit" in params
+    artifacts = {a.path for a in client.list_artifacts(result.run_id, "predictions")}
+    assert artifacts == {
+        f"predictions/{n}.parquet" for n in ("hans", "mnli_matched", "mnli_mismatched")
+    }
+
+    with pytest.raises(OutputExistsError, match="--force"):
+        run_seed(_smoke("train.seed=3"))
+
+
+def _hans_logits(output_dir: str, *overrides: str) -> pd.DataFrame:
+    result = run_seed(_smoke("train.seed=5", f"output_dir={output_dir}", *overrides))
+    return pd.read_parquet(result.seed_dir / "predictions" / "hans.parquet")
+
+
+def test_same_seed_twice_is_identical_and_data_seed_matters(study_dir: Path):
+    first = _hans_logits("a")
+    again = _hans_logits("b")
+    reordered = _hans_logits("c", "train.data_seed=99")
+    pd.testing.assert_frame_equal(first, again)
+    logit_columns = ["logit_entailment", "logit_neutral", "logit_contradiction"]
+    assert not first[logit_columns].equals(reordered[logit_columns])
