@@ -108,7 +108,7 @@ def test_hans_url_unreachable_names_offline_copy(tmp_path, monkeypatch):
     ("name", "content", "problem"),
     [
         ("missing.parquet", None, "file not found"),
-        ("mnli.csv", "premise,hypothesis,label\n", "unknown format '.csv'"),
+        ("mnli.xlsx", "premise,hypothesis,label\n", "unknown format '.xlsx'"),
         ("no_label.jsonl", '{"premise": "a", "hypothesis": "b"}\n', "missing column\\(s\\) label"),
         (
             "bad_label.jsonl",

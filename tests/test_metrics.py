@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from seedvar import metrics
 from seedvar.metrics import (
     HANS_OVERALL,
     HEURISTIC_COLUMNS,
@@ -43,8 +44,9 @@ def _hans_case() -> tuple[np.ndarray, ...]:
     return tuple(map(np.array, (gold, predicted_mnli, heuristic, subcase)))
 
 
-def test_reference_table_has_the_30_subcases():
-    assert len(SUBCASES) == 30
+def test_reference_table_has_the_papers_columns():
+    assert len(SUBCASES) == 30 and tuple(SUBCASES) == metrics.SUBCASES
+    assert tuple(REFERENCE.columns[1:]) == metrics.PAPER_COLUMNS
     assert SUBCASES[0] == "ln_subject/object_swap"
     assert list(REFERENCE.columns[2:8]) == HEURISTIC_COLUMNS
 

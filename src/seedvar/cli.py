@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -45,10 +46,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seedvar", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
+    prepare = commands.add_parser("prepare", help="load and tokenize a study's sets once")
+    prepare.add_argument(
+        "--output",
+        type=Path,
+        default=Path("prepared"),
+        help="where the prepared sets go (default: prepared)",
+    )
+    _config_arguments(prepare)
+
     train = commands.add_parser("train", help="fine-tune and evaluate one seed")
     train.add_argument("--seed", type=int, help="the seed (sets train.seed)")
     train.add_argument("--force", action="store_true", help="retrain a finished seed")
+    train.add_argument(
+        "--prepared", type=Path, help="read the sets from this `seedvar prepare` folder"
+    )
     _config_arguments(train)
+
+    aggregate = commands.add_parser("aggregate", help="gather the study's seeds into results/")
+    aggregate.add_argument("--results", type=Path, default=Path("results"))
+    _config_arguments(aggregate)
+
+    report = commands.add_parser("report", help="plots and report.html from results/")
+    report.add_argument("--results", type=Path, default=Path("results"))
+    report.add_argument("--output", type=Path, default=Path("report"))
+    _config_arguments(report)
 
     evaluate = commands.add_parser("evaluate", help="evaluate saved weights on MNLI and HANS")
     evaluate.add_argument("model_dir", type=Path, help="a model folder written by seedvar train")
@@ -76,11 +98,17 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `seedvar` console script."""
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "train":
+        if args.command == "prepare":
+            from seedvar.data.prepared import build_inputs, save_inputs
+
+            config = _config(args, [])
+            save_inputs(build_inputs(config), config, args.output)
+            print(f"prepared sets written to {args.output}")
+        elif args.command == "train":
             from seedvar.train import run_seed
 
             config = _config(args, [f"train.seed={args.seed}"] if args.seed is not None else [])
-            result = run_seed(config, force=args.force)
+            result = run_seed(config, force=args.force, prepared=args.prepared)
             print(
                 f"seed {config.train.seed} finished in {result.wall_seconds:.0f} s: "
                 f"{result.seed_dir} (MLflow run {result.run_id})"
@@ -94,6 +122,27 @@ def main(argv: list[str] | None = None) -> int:
             metrics = evaluate_saved(config, args.model_dir, output, force=args.force)
             print(f"evaluation written to {output}")
             _print_summary(metrics)
+        elif args.command == "aggregate":
+            from seedvar.aggregate import aggregate
+
+            config = _config(args, [])
+            headline = aggregate(config, Path(config.output_dir), args.results)
+            print(f"{len(config.seeds)} seeds aggregated into {args.results}")
+            print(json.dumps(headline, indent=2))
+        elif args.command == "report":
+            from seedvar import tracking
+            from seedvar.aggregate import flat_headline
+            from seedvar.report import write_report
+
+            config = _config(args, [])
+            written = write_report(config, args.results, args.output)
+            run_id = tracking.log_study_results(
+                config, flat_headline(args.results), [args.results, args.output]
+            )
+            print(
+                f"report written to {args.output / 'report.html'} ({len(written)} files); "
+                f"logged on MLflow study run {run_id}"
+            )
     except SeedvarError as error:
         print(f"seedvar: error: {error}", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from seedvar.errors import ConfigError
 from seedvar.profiles import PROFILES
@@ -37,6 +37,7 @@ class DataConfig(Section):
     max_val_examples: int | None = Field(None, gt=0)
     max_eval_examples: int | None = Field(None, gt=0)
     cache_dir: str = ".cache/seedvar"
+    reference_runs: str = "data/offline/reference/mccoy2020_runs.csv"
 
 
 class TrainConfig(Section):
@@ -74,21 +75,45 @@ class TrackingConfig(Section):
 
 class Config(Section):
     profile: Literal["paper", "cpu", "smoke"] = "paper"
+    seeds: list[int] = Field(default_factory=lambda: list(range(100)))
     model: ModelConfig = ModelConfig()
     data: DataConfig = DataConfig()
     train: TrainConfig = TrainConfig()
     tracking: TrackingConfig = TrackingConfig()
     output_dir: str = "runs"
 
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
+        if not seeds:
+            raise ValueError("the seed list is empty; give at least one seed, e.g. [0, 1, 2]")
+        if any(seed < 0 for seed in seeds):
+            raise ValueError("seeds must be 0 or greater")
+        repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+        if repeated:
+            raise ValueError(f"seed(s) {repeated} appear more than once; list each seed once")
+        return seeds
+
     def hash(self) -> str:
-        """Short hash of everything that determines a seed's result (not where it is logged)."""
-        relevant = self.model_dump(exclude={"tracking": True, "output_dir": True})
-        digest = hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
-        return digest[:12]
+        """Short hash of everything that determines one seed's result (not where it is logged)."""
+        return _digest(self.model_dump(exclude={"seeds", "tracking", "output_dir"}))
+
+    def study_hash(self) -> str:
+        """Short hash of the study's recipe: everything but the seeds and where results go."""
+        seeds = {"seed", "init_seed", "data_seed"}
+        return _digest(
+            self.model_dump(
+                exclude={"seeds": True, "tracking": True, "output_dir": True, "train": seeds}
+            )
+        )
 
     def flat(self) -> dict[str, Any]:
         """Dotted keys to values, for logging as parameters."""
         return _flatten(self.model_dump())
+
+
+def _digest(tree: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

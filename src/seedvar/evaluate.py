@@ -129,7 +129,10 @@ def evaluate_saved(
     if torch.cuda.is_available() and config.train.accelerator != "cpu":
         model = model.cuda()
     with tracking.seed_run(
-        config, run_name=f"evaluate {model_dir}", tags={"seedvar.model_dir": str(model_dir)}
+        config,
+        run_name=f"evaluate {model_dir}",
+        tags={"seedvar.model_dir": str(model_dir)},
+        in_study=False,
     ) as run:
         run.log_params({"model_dir": str(model_dir), **tracking.provenance()})
         metrics = evaluate_sets(

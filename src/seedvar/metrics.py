@@ -18,6 +18,18 @@ GOLD_NAMES = {0: "entailed", 1: "nonent"}
 HEURISTIC_COLUMNS = [
     f"{short} ({GOLD_NAMES[gold]})" for gold in (0, 1) for short in HEURISTICS.values()
 ]
+SUBCASES = (
+    "ln_subject/object_swap", "ln_preposition", "ln_relative_clause", "ln_passive",
+    "ln_conjunction", "le_relative_clause", "le_around_prepositional_phrase",
+    "le_around_relative_clause", "le_conjunction", "le_passive",
+    "sn_NP/S", "sn_PP_on_subject", "sn_relative_clause_on_subject", "sn_past_participle",
+    "sn_NP/Z", "se_conjunction", "se_adjective", "se_understood_object",
+    "se_relative_clause_on_obj", "se_PP_on_obj",
+    "cn_embedded_under_if", "cn_after_if_clause", "cn_embedded_under_verb", "cn_disjunction",
+    "cn_adverb", "ce_embedded_under_since", "ce_after_since_clause", "ce_embedded_under_verb",
+    "ce_conjunction", "ce_adverb",
+)  # fmt: skip
+PAPER_COLUMNS = (MNLI_MATCHED, *HEURISTIC_COLUMNS, HANS_OVERALL, *SUBCASES)
 ENTAILMENT = 0
 
 

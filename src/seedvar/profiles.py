@@ -19,11 +19,13 @@ OFFLINE_DATA: dict[str, Any] = {
 PROFILES: dict[str, dict[str, Any]] = {
     "paper": {},
     "cpu": {
+        "seeds": [0, 1, 2, 3, 4],
         "model": {"name": "minilm-offline"},
         "data": {**OFFLINE_DATA, "max_train_examples": 6000, "max_val_examples": 1000},
         "train": {"epochs": 1, "learning_rate": 5e-5, "eval_batch_size": 128},
     },
     "smoke": {
+        "seeds": [0, 1, 2],
         "model": {"name": "tiny-random-bert", "max_length": 64},
         "data": {
             **OFFLINE_DATA,

@@ -133,24 +133,61 @@ class TrainingCurveCallback(L.Callback):
         )
 
 
+STUDY_TAG = "seedvar.study"
+ROLE_TAG = "seedvar.role"
+PARENT_TAG = "mlflow.parentRunId"
+
+
+def open_store(config: Config) -> tuple[MlflowClient, str]:
+    """A client for the configured store and the id of the study's experiment."""
+    client = MlflowClient(tracking_uri(config.tracking))
+    return client, experiment_id(client, config.tracking.experiment)
+
+
+def context_tags(config: Config) -> dict[str, str]:
+    """Tags every run of a study carries: recipe hash, profile, DVC experiment if any."""
+    tags = {STUDY_TAG: config.study_hash(), "seedvar.profile": config.profile}
+    if os.environ.get("DVC_EXP_NAME"):
+        tags["dvc.exp_name"] = os.environ["DVC_EXP_NAME"]
+    return tags
+
+
+def study_run_id(client: MlflowClient, experiment: str, config: Config) -> str:
+    """The parent run of the study (same recipe, any seeds), created on first use."""
+    found = client.search_runs(
+        [experiment],
+        filter_string=f"tags.`{STUDY_TAG}` = '{config.study_hash()}' "
+        f"and tags.`{ROLE_TAG}` = 'study'",
+        max_results=1,
+        order_by=["attributes.start_time ASC"],
+    )
+    if found:
+        return found[0].info.run_id
+    run = client.create_run(
+        experiment,
+        run_name=f"study {config.profile} {config.study_hash()}",
+        tags={**context_tags(config), ROLE_TAG: "study"},
+    )
+    recipe = {k: v for k, v in config.flat().items() if not k.startswith("train.seed")}
+    SeedRun(client, run.info.run_id).log_params({**recipe, "seeds": config.seeds})
+    return run.info.run_id
+
+
 @contextmanager
 def seed_run(
-    config: Config, run_name: str, tags: dict[str, str] | None = None
+    config: Config, run_name: str, tags: dict[str, str] | None = None, in_study: bool = True
 ) -> Iterator[SeedRun]:
-    """Open a run in the study's experiment; it ends FINISHED, FAILED or KILLED."""
-    client = MlflowClient(tracking_uri(config.tracking))
-    run = client.create_run(
-        experiment_id(client, config.tracking.experiment),
-        run_name=run_name,
-        tags={
-            "seedvar.config_hash": config.hash(),
-            "seedvar.profile": config.profile,
-            **(tags or {}),
-        },
-    )
-    seed_run_ = SeedRun(client, run.info.run_id)
+    """Open a run (a child of the study's run when `in_study`); it ends FINISHED, FAILED or
+    KILLED."""
+    client, experiment = open_store(config)
+    all_tags = {**context_tags(config), "seedvar.config_hash": config.hash(), **(tags or {})}
+    if in_study:
+        all_tags[PARENT_TAG] = study_run_id(client, experiment, config)
+        all_tags[ROLE_TAG] = "seed"
+    run = client.create_run(experiment, run_name=run_name, tags=all_tags)
+    opened = SeedRun(client, run.info.run_id)
     try:
-        yield seed_run_
+        yield opened
     except KeyboardInterrupt:
         client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.KILLED))
         raise
@@ -158,3 +195,17 @@ def seed_run(
         client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.FAILED))
         raise
     client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.FINISHED))
+
+
+def log_study_results(config: Config, metrics: dict[str, float], folders: list[Path]) -> str:
+    """Log the study's aggregate metrics and files (results, report) on its parent run."""
+    client, experiment = open_store(config)
+    run_id = study_run_id(client, experiment, config)
+    study = SeedRun(client, run_id)
+    items = [Metric(key, float(v), int(time.time() * 1000), 0) for key, v in metrics.items()]
+    for start in range(0, len(items), 1000):
+        client.log_batch(run_id, metrics=items[start : start + 1000])
+    for folder in folders:
+        client.log_artifacts(run_id, str(folder), folder.name)
+    client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+    return study.run_id

@@ -13,13 +13,12 @@ import lightning as L
 import torch
 import yaml
 from lightning.pytorch.callbacks import TQDMProgressBar
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel
 
 from seedvar import tracking
 from seedvar.config import Config
 from seedvar.data.datamodule import NLIDataModule
-from seedvar.data.sets import StudySets, load_study_sets
-from seedvar.data.tokenized import tokenize_cached
+from seedvar.data.prepared import study_inputs
 from seedvar.errors import OutputExistsError
 from seedvar.evaluate import evaluate_sets
 from seedvar.model import NLIClassifier
@@ -48,18 +47,6 @@ def resolve_precision(config: Config) -> str:
     if config.train.accelerator != "cpu" and torch.cuda.is_available():
         return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
     return "32-true"
-
-
-def tokenize_sets(
-    sets: StudySets, tokenizer: PreTrainedTokenizerBase, config: Config
-) -> dict[str, datasets.Dataset]:
-    """Every set tokenized (from the on-disk cache when it is there)."""
-    frames = {"train": sets.train, "validation": sets.validation, **sets.evaluation}
-    cache_dir = Path(config.data.cache_dir)
-    return {
-        name: tokenize_cached(frame, tokenizer, config.model.max_length, cache_dir)
-        for name, frame in frames.items()
-    }
 
 
 def fine_tune(
@@ -103,8 +90,11 @@ def fine_tune(
     return module.model
 
 
-def run_seed(config: Config, force: bool = False) -> SeedResult:
-    """Fine-tune and evaluate the seed `config.train.seed`; never overwrites a finished seed."""
+def run_seed(config: Config, force: bool = False, prepared: Path | None = None) -> SeedResult:
+    """Fine-tune and evaluate the seed `config.train.seed`; never overwrites a finished seed.
+
+    `prepared`: a folder written by `seedvar prepare`; without it the sets are loaded here.
+    """
     started = time.perf_counter()
     final_dir = seed_dir_for(config)
     if (final_dir / "metrics.json").exists() and not force:
@@ -113,8 +103,8 @@ def run_seed(config: Config, force: bool = False) -> SeedResult:
             "use another seed or output_dir, or --force to retrain it"
         )
     tokenizer = load_tokenizer(config.model.name)
-    sets = load_study_sets(config.data)
-    tokenized = tokenize_sets(sets, tokenizer, config)
+    inputs = study_inputs(config, prepared)
+    sets, tokenized = inputs.sets, inputs.tokenized
     work_dir = final_dir.with_name(final_dir.name + ".partial")
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)

@@ -11,7 +11,14 @@ import pandas as pd
 
 from seedvar.errors import DataError
 
-FORMATS = {".parquet": "Parquet", ".jsonl": "JSONL", ".json": "JSONL", ".tsv": "TSV", ".txt": "TSV"}
+FORMATS = {
+    ".parquet": "Parquet",
+    ".jsonl": "JSONL",
+    ".json": "JSONL",
+    ".tsv": "TSV",
+    ".txt": "TSV",
+    ".csv": "CSV",
+}
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -28,6 +35,8 @@ def read_table(path: Path) -> pd.DataFrame:
             frame = pd.read_parquet(path)
         elif fmt == "JSONL":
             frame = pd.read_json(path, lines=True, dtype=False)
+        elif fmt == "CSV":
+            frame = pd.read_csv(path)
         else:
             frame = pd.read_csv(
                 path, sep="\t", quoting=csv.QUOTE_NONE, dtype=str, keep_default_na=False

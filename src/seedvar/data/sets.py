@@ -23,10 +23,19 @@ class StudySets:
     validation: pd.DataFrame
     evaluation: dict[str, pd.DataFrame]
 
+    def named(self) -> dict[str, pd.DataFrame]:
+        """Every set by name: train, validation, and the evaluation sets."""
+        return {"train": self.train, "validation": self.validation, **self.evaluation}
+
+    @classmethod
+    def from_named(cls, frames: dict[str, pd.DataFrame]) -> StudySets:
+        """The inverse of `named`."""
+        evaluation = {name: frames[name] for name in EVAL_SETS}
+        return cls(frames["train"], frames["validation"], evaluation)
+
     def fingerprints(self) -> dict[str, str]:
         """Content hashes of every set, for tracking and cache keys."""
-        named = {"train": self.train, "validation": self.validation, **self.evaluation}
-        return {name: fingerprint(frame) for name, frame in named.items()}
+        return {name: fingerprint(frame) for name, frame in self.named().items()}
 
 
 def load_study_sets(data: DataConfig) -> StudySets:

@@ -1,0 +1,130 @@
+"""Gather the seeds of a study into results/: tables, statistics, agreement, comparison."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from seedvar.analysis import agreement, compare_spread, correlations, describe, multibootstrap
+from seedvar.config import Config
+from seedvar.data.io import read_table
+from seedvar.errors import SeedvarError
+from seedvar.metrics import (
+    HANS_OVERALL,
+    HEURISTIC_COLUMNS,
+    MNLI_MATCHED,
+    MNLI_MISMATCHED,
+    PAPER_COLUMNS,
+    SUBCASES,
+    mlflow_key,
+)
+
+HANS_COLUMNS = [*HEURISTIC_COLUMNS, HANS_OVERALL, *SUBCASES]
+HEADLINE_COLUMNS = [MNLI_MATCHED, MNLI_MISMATCHED, *HEURISTIC_COLUMNS, HANS_OVERALL,
+                    "ln_subject/object_swap"]  # fmt: skip
+
+
+def seed_dir(runs_dir: Path, seed: int) -> Path:
+    return runs_dir / f"seed-{seed}"
+
+
+def seed_table(runs_dir: Path, seeds: list[int]) -> pd.DataFrame:
+    """One row per seed: the paper table's columns, MNLI-mm, and the seed."""
+    rows = []
+    for seed in seeds:
+        path = seed_dir(runs_dir, seed) / "metrics.json"
+        if not path.is_file():
+            raise SeedvarError(
+                f"seed {seed} has no results ({path} is missing); "
+                f"run `dvc repro` or `seedvar train --seed {seed}` first"
+            )
+        rows.append({"seed": seed, **json.loads(path.read_text())})
+    table = pd.DataFrame(rows)
+    columns = ["seed", *PAPER_COLUMNS, MNLI_MISMATCHED]
+    return table[[*columns, *[c for c in table.columns if c not in columns]]]
+
+
+def correct_matrix(runs_dir: Path, seeds: list[int], set_name: str
+                   ) -> tuple[pd.DataFrame, np.ndarray]:  # fmt: skip
+    """The examples of one set (from the first seed) and a seeds x examples matrix of hits."""
+    frames = [
+        pd.read_parquet(seed_dir(runs_dir, seed) / "predictions" / f"{set_name}.parquet")
+        for seed in seeds
+    ]
+    examples = frames[0].drop(columns=[c for c in frames[0].columns if c.startswith("logit_")])
+    for seed, frame in zip(seeds, frames, strict=True):
+        if not frame["id"].equals(examples["id"]):
+            raise SeedvarError(
+                f"seed {seed} was evaluated on other {set_name} examples than seed {seeds[0]}; "
+                "aggregate only seeds of one study (same data settings)"
+            )
+    correct = np.stack([(f["gold"] == f["predicted"]).to_numpy() for f in frames])
+    return examples.drop(columns=["predicted"]), correct
+
+
+def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, dict[str, float]]:
+    """Write seeds.csv, summary.json, headline.json, correlations, agreement, Multi-Bootstrap
+    and the comparison with the paper into `results_dir`; return the headline numbers."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    seeds = config.seeds
+    table = seed_table(runs_dir, seeds)
+    table.to_csv(results_dir / "seeds.csv", index=False)
+
+    numeric = [c for c in table.columns if c != "seed"]
+    summary = describe(table, numeric)
+    (results_dir / "summary.json").write_text(
+        json.dumps({"seeds": seeds, "columns": summary.to_dict(orient="index")}, indent=2)
+    )
+    correlations(table, [c for c in HANS_COLUMNS if c in table]).to_csv(
+        results_dir / "correlations.csv", index=False
+    )
+
+    for set_name in ("mnli_matched", "hans"):
+        examples, correct = correct_matrix(runs_dir, seeds, set_name)
+        examples["n_correct"] = agreement(correct)
+        examples["n_seeds"] = len(seeds)
+        examples.to_csv(results_dir / f"agreement_{set_name}.csv", index=False)
+        if set_name == "hans":
+            _multibootstrap_table(examples, correct).to_csv(
+                results_dir / "multibootstrap.csv", index=False
+            )
+
+    paper = read_table(Path(config.data.reference_runs))
+    comparison = compare_spread(table, paper, [c for c in PAPER_COLUMNS if c in table])
+    comparison.to_csv(results_dir / "comparison.csv", index_label="column")
+
+    headline = {mlflow_key(c): _headline(summary.loc[c]) for c in HEADLINE_COLUMNS if c in table}
+    headline["spread_ratio"] = {
+        mlflow_key(c): float(comparison.loc[c, "ours_range_ratio"])
+        for c in [*HEURISTIC_COLUMNS, "ln_subject/object_swap"]
+        if c in comparison.index
+    }
+    headline["seeds"] = {"count": len(seeds)}
+    (results_dir / "headline.json").write_text(json.dumps(headline, indent=2))
+    return headline
+
+
+def _headline(stats: pd.Series) -> dict[str, float]:
+    return {name: float(stats[name]) for name in ("mean", "std", "min", "max", "range")}
+
+
+def _multibootstrap_table(examples: pd.DataFrame, correct: np.ndarray) -> pd.DataFrame:
+    rows = []
+    for subcase in [s for s in SUBCASES if s in set(examples["subcase"])]:
+        chosen = (examples["subcase"] == subcase).to_numpy()
+        mean, low, high = multibootstrap(correct[:, chosen])
+        rows.append({"subcase": subcase, "accuracy": mean, "ci_low": low, "ci_high": high})
+    return pd.DataFrame(rows)
+
+
+def flat_headline(results_dir: Path) -> dict[str, float]:
+    """headline.json as flat MLflow metric keys, e.g. study/hans/lexical_nonent/std."""
+    headline = json.loads((results_dir / "headline.json").read_text())
+    return {
+        f"study/{column}/{stat}": value
+        for column, stats in headline.items()
+        for stat, value in stats.items()
+    }

@@ -1,0 +1,105 @@
+"""Statistics over seeds (pure functions, no I/O): spread, bootstrap, agreement, comparison."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from seedvar.metrics import MNLI_MATCHED
+
+STATISTICS = ("min", "max", "mean", "std", "range", "ci_low", "ci_high")
+
+
+def bootstrap_mean_ci(
+    values: np.ndarray, n_boot: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of the mean, resampling the values (seeds)."""
+    values = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(n_boot, len(values)))].mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def describe(table: pd.DataFrame, columns: list[str], n_boot: int = 2000) -> pd.DataFrame:
+    """Per column: min, max, mean, std (ddof 1), range, and a 95 % bootstrap CI of the mean."""
+    rows = {}
+    for column in columns:
+        values = table[column].to_numpy(dtype=float)
+        low, high = bootstrap_mean_ci(values, n_boot)
+        rows[column] = {
+            "min": values.min(),
+            "max": values.max(),
+            "mean": values.mean(),
+            "std": values.std(ddof=1) if len(values) > 1 else 0.0,
+            "range": values.max() - values.min(),
+            "ci_low": low,
+            "ci_high": high,
+        }
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(STATISTICS))
+
+
+def correlations(table: pd.DataFrame, columns: list[str], x: str = MNLI_MATCHED) -> pd.DataFrame:
+    """Pearson and Spearman correlation across seeds of column `x` with each column."""
+    rows = []
+    for column in columns:
+        if table[column].nunique() < 2 or table[x].nunique() < 2:
+            rows.append((column, np.nan, np.nan, np.nan, np.nan))
+            continue
+        pearson = stats.pearsonr(table[x], table[column])
+        spearman = stats.spearmanr(table[x], table[column])
+        rows.append((column, pearson.statistic, pearson.pvalue, spearman.statistic,
+                     spearman.pvalue))  # fmt: skip
+    return pd.DataFrame(rows, columns=["column", "pearson_r", "pearson_p", "spearman_rho",
+                                       "spearman_p"])  # fmt: skip
+
+
+def agreement(correct: np.ndarray) -> np.ndarray:
+    """For each example (column of a seeds x examples matrix), how many seeds got it right."""
+    return np.asarray(correct, dtype=bool).sum(axis=0)
+
+
+def multibootstrap(
+    correct: np.ndarray, n_boot: int = 1000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """Multi-Bootstrap (Sellam et al. 2021): accuracy and its CI, resampling seeds and examples
+    jointly from a seeds x examples matrix of correct answers."""
+    correct = np.asarray(correct, dtype=float)
+    n_seeds, n_examples = correct.shape
+    rng = np.random.default_rng(seed)
+    estimates = np.empty(n_boot)
+    for b in range(n_boot):
+        seeds = rng.integers(0, n_seeds, size=n_seeds)
+        examples = rng.integers(0, n_examples, size=n_examples)
+        estimates[b] = correct[np.ix_(seeds, examples)].mean()
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(estimates, [tail, 100 - tail])
+    return float(correct.mean()), float(low), float(high)
+
+
+def compare_spread(
+    ours: pd.DataFrame, paper: pd.DataFrame, columns: list[str], base: str = MNLI_MATCHED
+) -> pd.DataFrame:
+    """Side by side per column: range, mean, std, ours and the paper's, and each column's
+    spread relative to the base column's (range ratio and std ratio)."""
+    rows = {}
+    for name, table in (("ours", ours), ("paper", paper)):
+        base_values = table[base].to_numpy(dtype=float)
+        base_range = base_values.max() - base_values.min()
+        base_std = base_values.std(ddof=1)
+        for column in columns:
+            values = table[column].to_numpy(dtype=float)
+            spread = values.max() - values.min()
+            std = values.std(ddof=1) if len(values) > 1 else 0.0
+            row = rows.setdefault(column, {})
+            row[f"{name}_min"], row[f"{name}_max"] = values.min(), values.max()
+            row[f"{name}_range"], row[f"{name}_mean"], row[f"{name}_std"] = (
+                spread,
+                values.mean(),
+                std,
+            )
+            row[f"{name}_range_ratio"] = spread / base_range if base_range > 0 else np.inf
+            row[f"{name}_std_ratio"] = std / base_std if base_std > 0 else np.inf
+    return pd.DataFrame.from_dict(rows, orient="index")

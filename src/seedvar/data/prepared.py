@@ -1,0 +1,94 @@
+"""A study's prepared inputs on disk: canonical sets plus their tokenized Arrow copies.
+
+`seedvar prepare` (the DVC `prepare` stage) writes them once per study; every seed then
+reads them instead of loading and tokenizing the sources again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import pandas as pd
+
+from seedvar.config import Config
+from seedvar.data.sets import StudySets, load_study_sets
+from seedvar.data.tokenized import tokenize_cached
+from seedvar.errors import ConfigError
+from seedvar.pretrained import load_tokenizer
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class StudyInputs:
+    """Canonical frames and tokenized sets for one study."""
+
+    sets: StudySets
+    tokenized: dict[str, datasets.Dataset]
+
+
+def inputs_key(config: Config) -> str:
+    """What the prepared inputs depend on: the model's tokenizer, max length and data sources."""
+    relevant = {
+        "model": config.model.model_dump(),
+        "data": config.data.model_dump(exclude={"cache_dir", "reference_runs"}),
+    }
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def build_inputs(config: Config) -> StudyInputs:
+    """Load every set from its source and tokenize it (through the on-disk cache)."""
+    tokenizer = load_tokenizer(config.model.name)
+    sets = load_study_sets(config.data)
+    cache_dir = Path(config.data.cache_dir)
+    tokenized = {
+        name: tokenize_cached(frame, tokenizer, config.model.max_length, cache_dir)
+        for name, frame in sets.named().items()
+    }
+    return StudyInputs(sets, tokenized)
+
+
+def save_inputs(inputs: StudyInputs, config: Config, target: Path) -> None:
+    """Write the inputs to `target` (atomically: a temporary folder, then a rename)."""
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for name, frame in inputs.sets.named().items():
+        frame.to_parquet(partial / f"{name}.parquet", index=False)
+        inputs.tokenized[name].save_to_disk(str(partial / "tokenized" / name))
+    manifest = {
+        "inputs_key": inputs_key(config),
+        "model": config.model.name,
+        "max_length": config.model.max_length,
+        "fingerprints": inputs.sets.fingerprints(),
+        "sizes": {name: len(frame) for name, frame in inputs.sets.named().items()},
+    }
+    (partial / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+
+
+def load_inputs(config: Config, source: Path) -> StudyInputs:
+    """Read prepared inputs, refusing ones that were made for another model or data config."""
+    manifest_path = source / MANIFEST
+    if not manifest_path.is_file():
+        raise ConfigError(f"{source}: no prepared inputs here; run `seedvar prepare` first")
+    manifest = json.loads(manifest_path.read_text())
+    if manifest["inputs_key"] != inputs_key(config):
+        raise ConfigError(
+            f"{source} was prepared for another model or data config; "
+            "run `seedvar prepare` (or `dvc repro prepare`) again"
+        )
+    frames = {name: pd.read_parquet(source / f"{name}.parquet") for name in manifest["sizes"]}
+    tokenized = {name: datasets.load_from_disk(str(source / "tokenized" / name)) for name in frames}
+    return StudyInputs(StudySets.from_named(frames), tokenized)
+
+
+def study_inputs(config: Config, prepared: Path | None) -> StudyInputs:
+    """Prepared inputs when a folder is given, else built from the sources."""
+    return load_inputs(config, prepared) if prepared else build_inputs(config)

@@ -1,0 +1,184 @@
+"""Plots (PNG and SVG) and a self-contained report (HTML and Markdown) from results/."""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from seedvar.config import Config  # noqa: E402
+from seedvar.data.io import read_table  # noqa: E402
+from seedvar.metrics import HEURISTIC_COLUMNS, MNLI_MATCHED, PAPER_COLUMNS, SUBCASES  # noqa: E402
+
+OURS, PAPER = "tab:blue", "tab:gray"
+NON_ENTAILED = [c for c in HEURISTIC_COLUMNS if c.endswith("(nonent)")]
+REPRODUCED_STD_RATIO = 3.0  # HANS non-entailed std at least this many times MNLI-m std
+
+
+def plot_subcases(ours: pd.DataFrame, paper: pd.DataFrame) -> Figure:
+    """(a) Accuracy on each HANS subcase, one point per seed; the paper's runs beside ours."""
+    figure, axis = plt.subplots(figsize=(14, 5), layout="constrained")
+    positions = np.arange(len(SUBCASES))
+    jitter = np.random.default_rng(0)
+    for offset, table, color, label in (
+        (-0.18, paper, PAPER, f"paper ({len(paper)} runs)"),
+        (0.18, ours, OURS, f"ours ({len(ours)} seeds)"),
+    ):
+        xs = np.concatenate([np.full(len(table), p + offset) for p in positions])
+        xs = xs + jitter.uniform(-0.06, 0.06, size=xs.size)
+        ys = np.concatenate([table[s].to_numpy() for s in SUBCASES])
+        axis.scatter(xs, ys, s=9, alpha=0.6, color=color, label=label)
+    axis.set_xticks(positions, SUBCASES, rotation=70, ha="right", fontsize=8)
+    axis.set_ylabel("accuracy")
+    axis.set_ylim(-0.03, 1.03)
+    axis.set_title("HANS accuracy per subcase across seeds")
+    axis.legend(loc="lower right")
+    return figure
+
+
+def plot_mnli_vs_hans(ours: pd.DataFrame, column: str = "Lexical (nonent)") -> Figure:
+    """(b) MNLI-m accuracy against HANS lexical-overlap non-entailed accuracy, per seed."""
+    figure, axis = plt.subplots(figsize=(6, 5), layout="constrained")
+    axis.scatter(ours[MNLI_MATCHED], ours[column], color=OURS)
+    for _, row in ours.iterrows():
+        axis.annotate(str(int(row["seed"])), (row[MNLI_MATCHED], row[column]), fontsize=7)
+    axis.set_xlabel("MNLI dev-matched accuracy")
+    axis.set_ylabel(f"HANS {column} accuracy")
+    axis.set_title("In-distribution vs out-of-distribution, per seed")
+    return figure
+
+
+def plot_agreement(mnli: pd.DataFrame, hans: pd.DataFrame) -> Figure:
+    """(c) How many seeds got each example right, MNLI-m and HANS."""
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    for axis, table, name in ((axes[0], mnli, "MNLI dev-matched"), (axes[1], hans, "HANS")):
+        n_seeds = int(table["n_seeds"].iloc[0])
+        axis.hist(table["n_correct"], bins=np.arange(n_seeds + 2) - 0.5, color=OURS)
+        axis.set_xlabel(f"seeds correct (of {n_seeds})")
+        axis.set_ylabel("examples")
+        axis.set_title(f"{name}: per-example agreement")
+    return figure
+
+
+def plot_std(comparison: pd.DataFrame) -> Figure:
+    """(d) Standard deviation across seeds per column, ours against the paper's."""
+    figure, axis = plt.subplots(figsize=(14, 5), layout="constrained")
+    positions = np.arange(len(comparison))
+    axis.bar(positions - 0.2, comparison["paper_std"], width=0.4, color=PAPER, label="paper")
+    axis.bar(positions + 0.2, comparison["ours_std"], width=0.4, color=OURS, label="ours")
+    axis.set_xticks(positions, comparison.index, rotation=70, ha="right", fontsize=8)
+    axis.set_ylabel("std across seeds")
+    axis.set_title("Spread across seeds per column")
+    axis.legend()
+    return figure
+
+
+def verdict(comparison: pd.DataFrame, n_seeds: int) -> str:
+    """One paragraph, from the numbers: does this study show the paper's finding?"""
+    mnli = comparison.loc[MNLI_MATCHED]
+    hans = comparison.loc[NON_ENTAILED]
+    widest = hans["ours_std"].idxmax()
+    ratio = hans.loc[widest, "ours_std_ratio"]
+    swap = comparison.loc["ln_subject/object_swap"]
+    reproduced = ratio >= REPRODUCED_STD_RATIO
+    return (
+        f"Across {n_seeds} seeds, MNLI dev-matched accuracy ranges {mnli.ours_min:.1%}-"
+        f"{mnli.ours_max:.1%} (std {mnli.ours_std:.2%}; the paper: {mnli.paper_min:.1%}-"
+        f"{mnli.paper_max:.1%}, std {mnli.paper_std:.2%}). On HANS, {widest} has std "
+        f"{hans.loc[widest, 'ours_std']:.2%}, {ratio:.1f} times the MNLI-m std (the paper: "
+        f"{hans.loc[widest, 'paper_std_ratio']:.1f} times), and subject/object swap ranges "
+        f"{swap.ours_min:.1%}-{swap.ours_max:.1%} (the paper: {swap.paper_min:.1%}-"
+        f"{swap.paper_max:.1%}). "
+        + (
+            f"The finding reproduces at this scale: the in-distribution spread is narrow and "
+            f"the HANS spread at least {REPRODUCED_STD_RATIO:.0f} times wider."
+            if reproduced
+            else f"The finding does not reproduce at this scale: the HANS spread is less than "
+            f"{REPRODUCED_STD_RATIO:.0f} times the in-distribution spread."
+        )
+    )
+
+
+def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Path]:
+    """Draw the four plots (PNG and SVG) and write report.html and report.md."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    ours = pd.read_csv(results_dir / "seeds.csv")
+    paper = read_table(Path(config.data.reference_runs))
+    comparison = pd.read_csv(results_dir / "comparison.csv", index_col="column")
+    figures = {
+        "subcases": plot_subcases(ours, paper),
+        "mnli_vs_hans": plot_mnli_vs_hans(ours),
+        "agreement": plot_agreement(
+            pd.read_csv(results_dir / "agreement_mnli_matched.csv"),
+            pd.read_csv(results_dir / "agreement_hans.csv"),
+        ),
+        "std": plot_std(comparison),
+    }
+    written = []
+    for name, figure in figures.items():
+        for suffix in ("png", "svg"):
+            path = report_dir / f"{name}.{suffix}"
+            figure.savefig(path, dpi=120)
+            written.append(path)
+        plt.close(figure)
+    paragraph = verdict(comparison, len(ours))
+    table = _comparison_table(comparison)
+    (report_dir / "report.md").write_text(_markdown(paragraph, table, figures))
+    (report_dir / "report.html").write_text(_html(paragraph, table, figures, report_dir))
+    return [*written, report_dir / "report.md", report_dir / "report.html"]
+
+
+def _comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
+    columns = {
+        "ours_min": "ours min", "ours_max": "ours max", "ours_mean": "ours mean",
+        "ours_std": "ours std", "ours_range_ratio": "ours range / MNLI range",
+        "paper_min": "paper min", "paper_max": "paper max", "paper_mean": "paper mean",
+        "paper_std": "paper std", "paper_range_ratio": "paper range / MNLI range",
+    }  # fmt: skip
+    rows = [c for c in PAPER_COLUMNS if c in comparison.index]
+    return comparison.loc[rows, list(columns)].rename(columns=columns).round(4)
+
+
+TITLE = "seedvar: do seeds that score alike generalize alike?"
+CAPTIONS = {
+    "subcases": "(a) HANS accuracy per subcase, one point per seed; the paper's 100 runs in gray.",
+    "mnli_vs_hans": "(b) MNLI-m accuracy vs HANS lexical-overlap non-entailed accuracy.",
+    "agreement": "(c) Per-example agreement: how many seeds got each example right.",
+    "std": "(d) Standard deviation across seeds per column, ours vs the paper.",
+}
+
+
+def _markdown(paragraph: str, table: pd.DataFrame, figures: dict) -> str:
+    images = "\n\n".join(f"![{CAPTIONS[n]}]({n}.png)\n\n{CAPTIONS[n]}" for n in figures)
+    return (
+        f"# {TITLE}\n\n{paragraph}\n\n## Spread across seeds, ours and the paper's\n\n"
+        f"{table.to_markdown()}\n\n## Plots\n\n{images}\n"
+    )
+
+
+def _html(paragraph: str, table: pd.DataFrame, figures: dict, report_dir: Path) -> str:
+    images = "".join(
+        f'<figure><img alt="{html.escape(CAPTIONS[n])}" src="data:image/png;base64,'
+        f'{base64.b64encode((report_dir / f"{n}.png").read_bytes()).decode()}">'
+        f"<figcaption>{html.escape(CAPTIONS[n])}</figcaption></figure>"
+        for n in figures
+    )
+    style = (
+        "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
+        "padding:2px 6px;text-align:right}img{max-width:100%}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{TITLE}</title>"
+        f"<style>{style}</style></head><body><h1>{html.escape(TITLE)}</h1>"
+        f"<p>{html.escape(paragraph)}</p><h2>Spread across seeds, ours and the paper's</h2>"
+        f"{table.to_html()}<h2>Plots</h2>{images}</body></html>"
+    )

@@ -1,0 +1,75 @@
+"""Statistics over seeds on synthetic numbers with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from seedvar.analysis import (
+    agreement,
+    bootstrap_mean_ci,
+    compare_spread,
+    correlations,
+    describe,
+    multibootstrap,
+)
+
+
+def test_describe_known_values():
+    table = pd.DataFrame({"a": [0.1, 0.2, 0.3, 0.4], "b": [0.5] * 4})
+    summary = describe(table, ["a", "b"])
+    a = summary.loc["a"]
+    assert (a["min"], a["max"], a["mean"]) == pytest.approx((0.1, 0.4, 0.25))
+    assert a["range"] == pytest.approx(0.3)
+    assert a["std"] == pytest.approx(np.std([0.1, 0.2, 0.3, 0.4], ddof=1))  # 0.1291
+    assert a["min"] <= a["ci_low"] < 0.25 < a["ci_high"] <= a["max"]
+    b = summary.loc["b"]
+    assert (b["std"], b["range"], b["ci_low"], b["ci_high"]) == pytest.approx((0, 0, 0.5, 0.5))
+
+
+def test_bootstrap_interval_matches_the_normal_approximation():
+    values = np.random.default_rng(1).normal(0.5, 0.1, size=400)
+    low, high = bootstrap_mean_ci(values, n_boot=4000)
+    expected_half_width = 1.96 * values.std(ddof=1) / np.sqrt(len(values))  # about 0.0098
+    assert low < values.mean() < high
+    assert (high - low) / 2 == pytest.approx(expected_half_width, rel=0.15)
+
+
+def test_correlations_linear_and_monotone():
+    x = np.linspace(0.83, 0.85, 10)
+    table = pd.DataFrame({"MNLI dev acc.": x, "linear": 2 * x + 1, "monotone": np.exp(50 * x),
+                          "flat": np.ones(10)})  # fmt: skip
+    result = correlations(table, ["linear", "monotone", "flat"]).set_index("column")
+    assert result.loc["linear", "pearson_r"] == pytest.approx(1.0)
+    assert result.loc["monotone", "spearman_rho"] == pytest.approx(1.0)
+    assert result.loc["monotone", "pearson_r"] < 0.999
+    assert np.isnan(result.loc["flat", "pearson_r"])
+
+
+def test_agreement_counts_seeds_per_example():
+    correct = np.array([[1, 0, 1, 1], [1, 0, 0, 1], [1, 1, 0, 1]], dtype=bool)
+    assert agreement(correct).tolist() == [3, 1, 1, 3]
+
+
+def test_multibootstrap_separates_seed_variance_from_example_variance():
+    assert multibootstrap(np.ones((5, 100))) == (1.0, 1.0, 1.0)
+    rng = np.random.default_rng(0)
+    same_for_all_seeds = np.tile(rng.random(1000) < 0.5, (5, 1))
+    mean, low, high = multibootstrap(same_for_all_seeds)
+    assert low < mean < high and high - low < 0.08  # only example noise: about +-0.031
+    seeds_disagree = np.zeros((4, 1000), dtype=bool)
+    seeds_disagree[:2] = True  # two seeds always right, two always wrong
+    mean, low, high = multibootstrap(seeds_disagree)
+    assert mean == 0.5 and low <= 0.25 and high >= 0.75  # the seed spread dominates
+
+
+def test_compare_spread_ratios():
+    ours = pd.DataFrame({"MNLI dev acc.": [0.80, 0.81, 0.82], "swap": [0.1, 0.3, 0.5]})
+    paper = pd.DataFrame({"MNLI dev acc.": [0.84, 0.85], "swap": [0.0, 0.6]})
+    result = compare_spread(ours, paper, ["MNLI dev acc.", "swap"])
+    assert result.loc["swap", "ours_range"] == pytest.approx(0.4)
+    assert result.loc["swap", "ours_range_ratio"] == pytest.approx(0.4 / 0.02)
+    assert result.loc["swap", "paper_range_ratio"] == pytest.approx(0.6 / 0.01)
+    assert result.loc["swap", "ours_std_ratio"] == pytest.approx(0.2 / 0.01)
+    assert result.loc["MNLI dev acc.", "paper_mean"] == pytest.approx(0.845)
