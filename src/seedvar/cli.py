@@ -67,6 +67,16 @@ def build_parser() -> argparse.ArgumentParser:
     aggregate.add_argument("--results", type=Path, default=Path("results"))
     _config_arguments(aggregate)
 
+    sweep = commands.add_parser("sweep", help="Optuna study: k seeds per configuration")
+    sweep.add_argument(
+        "--output",
+        type=Path,
+        default=Path("results/sweep"),
+        help="where trials.csv, plots and report.md go (default: results/sweep)",
+    )
+    sweep.add_argument("--trials", type=int, help="sets sweep.n_trials")
+    _config_arguments(sweep)
+
     report = commands.add_parser("report", help="plots and report.html from results/")
     report.add_argument("--results", type=Path, default=Path("results"))
     report.add_argument("--output", type=Path, default=Path("report"))
@@ -129,6 +139,17 @@ def main(argv: list[str] | None = None) -> int:
             headline = aggregate(config, Path(config.output_dir), args.results)
             print(f"{len(config.seeds)} seeds aggregated into {args.results}")
             print(json.dumps(headline, indent=2))
+        elif args.command == "sweep":
+            from seedvar.sweep import run_sweep
+            from seedvar.sweep_report import write_sweep_outputs
+
+            config = _config(args, [f"sweep.n_trials={args.trials}"] if args.trials else [])
+            study = run_sweep(config)
+            written = write_sweep_outputs(study, args.output)
+            print(
+                f"sweep {study.study_name}: {len(study.trials)} trials in {config.sweep.storage}; "
+                f"{len(written)} files in {args.output}"
+            )
         elif args.command == "report":
             from seedvar import tracking
             from seedvar.aggregate import flat_headline

@@ -9,12 +9,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from seedvar.errors import ConfigError
 from seedvar.profiles import PROFILES
 
 HANS_URL = "https://raw.githubusercontent.com/tommccoy1/hans/master/heuristics_evaluation_set.txt"
+HANS_TRAIN_URL = "https://raw.githubusercontent.com/tommccoy1/hans/master/heuristics_train_set.txt"
 
 
 class Section(BaseModel):
@@ -33,6 +41,8 @@ class DataConfig(Section):
     mnli_validation_matched: str = "hub"
     mnli_validation_mismatched: str = "hub"
     hans: str = HANS_URL
+    hans_train: str = HANS_TRAIN_URL
+    hans_train_examples: int = Field(0, ge=0)
     max_train_examples: int | None = Field(None, gt=0)
     max_val_examples: int | None = Field(None, gt=0)
     max_eval_examples: int | None = Field(None, gt=0)
@@ -73,6 +83,72 @@ class TrackingConfig(Section):
     experiment: str = "seedvar"
 
 
+class SearchRange(Section):
+    """One hyperparameter's range: low/high (ints give integers; `log`, `step`), or choices."""
+
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = None
+    choices: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _range_or_choices(self) -> SearchRange:
+        if self.choices is not None:
+            if not self.choices:
+                raise ValueError("choices is empty; list at least one value")
+            return self
+        if self.low is None or self.high is None or self.low > self.high:
+            raise ValueError("give either choices, or low <= high")
+        if self.log and self.low <= 0:
+            raise ValueError("a log range needs low > 0")
+        return self
+
+
+def _default_space() -> dict[str, SearchRange]:
+    return {
+        "learning_rate": SearchRange(low=1e-5, high=1e-4, log=True),
+        "batch_size": SearchRange(choices=[16, 32]),
+        "epochs": SearchRange(choices=[2, 3, 4]),
+        "warmup_ratio": SearchRange(low=0.0, high=0.2),
+        "weight_decay": SearchRange(low=0.0, high=0.1),
+        "hans_train_examples": SearchRange(low=0, high=3000, step=500),
+    }
+
+
+class SweepConfig(Section):
+    study_name: str = "seedvar-sweep"
+    storage: str = "sqlite:///sweeps/optuna.db"
+    n_trials: int = Field(20, gt=0)
+    seeds_per_trial: int = Field(3, gt=1)
+    mode: Literal["accuracy", "accuracy_and_spread"] = "accuracy"
+    pruner: Literal["median", "none"] = "median"
+    heartbeat_seconds: int = Field(60, gt=0)
+    max_retries: int = Field(2, ge=0)
+    space: dict[str, SearchRange] = Field(default_factory=_default_space)
+
+    @field_validator("space")
+    @classmethod
+    def _known_keys(cls, space: dict[str, SearchRange]) -> dict[str, SearchRange]:
+        for key in space:
+            setting_path(key)
+        return space
+
+
+SWEPT_SECTIONS = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig}
+
+
+def setting_path(key: str) -> str:
+    """A search-space key (a field of model, data or train) -> its dotted config path."""
+    for section, model in SWEPT_SECTIONS.items():
+        if key in model.model_fields:
+            return f"{section}.{key}"
+    raise ValueError(
+        f"unknown hyperparameter {key!r}; use a setting of model, data or train, "
+        "e.g. learning_rate, epochs, hans_train_examples"
+    )
+
+
 class Config(Section):
     profile: Literal["paper", "cpu", "smoke"] = "paper"
     seeds: list[int] = Field(default_factory=lambda: list(range(100)))
@@ -80,6 +156,7 @@ class Config(Section):
     data: DataConfig = DataConfig()
     train: TrainConfig = TrainConfig()
     tracking: TrackingConfig = TrackingConfig()
+    sweep: SweepConfig = SweepConfig()
     output_dir: str = "runs"
 
     @field_validator("seeds")
@@ -96,20 +173,26 @@ class Config(Section):
 
     def hash(self) -> str:
         """Short hash of everything that determines one seed's result (not where it is logged)."""
-        return _digest(self.model_dump(exclude={"seeds", "tracking", "output_dir"}))
+        return _digest(self.model_dump(exclude={"seeds", "tracking", "sweep", "output_dir"}))
 
     def study_hash(self) -> str:
         """Short hash of the study's recipe: everything but the seeds and where results go."""
         seeds = {"seed", "init_seed", "data_seed"}
         return _digest(
             self.model_dump(
-                exclude={"seeds": True, "tracking": True, "output_dir": True, "train": seeds}
+                exclude={
+                    "seeds": True,
+                    "tracking": True,
+                    "sweep": True,
+                    "output_dir": True,
+                    "train": seeds,
+                }
             )
         )
 
     def flat(self) -> dict[str, Any]:
-        """Dotted keys to values, for logging as parameters."""
-        return _flatten(self.model_dump())
+        """Dotted keys to values (all but the sweep section), for logging as parameters."""
+        return _flatten(self.model_dump(exclude={"sweep"}))
 
 
 def _digest(tree: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ OFFLINE_DATA: dict[str, Any] = {
     "mnli_validation_matched": "data/offline/mnli/validation_matched.parquet",
     "mnli_validation_mismatched": "data/offline/mnli/validation_mismatched.parquet",
     "hans": "data/offline/hans/validation.parquet",
+    "hans_train": "data/offline/hans/train.parquet",
 }
 
 PROFILES: dict[str, dict[str, Any]] = {

@@ -15,6 +15,7 @@ from typing import Any
 import lightning as L
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.tracking import MlflowClient
+from optuna import TrialPruned
 
 from seedvar.config import Config, TrackingConfig
 from seedvar.metrics import mlflow_key
@@ -78,10 +79,12 @@ class SeedRun:
         for start in range(0, len(items), BATCH):
             self.client.log_batch(self.run_id, params=items[start : start + BATCH])
 
-    def log_metrics(self, metrics: dict[str, float], step: int = 0) -> None:
-        """Log paper-named metrics under MLflow-safe keys."""
+    def log_metrics(self, metrics: dict[str, float], step: int = 0, prefix: str = "") -> None:
+        """Log paper-named metrics under MLflow-safe keys (after `prefix`)."""
         now = int(time.time() * 1000)
-        items = [Metric(mlflow_key(name), float(v), now, step) for name, v in metrics.items()]
+        items = [
+            Metric(prefix + mlflow_key(name), float(v), now, step) for name, v in metrics.items()
+        ]
         for start in range(0, len(items), BATCH):
             self.client.log_batch(self.run_id, metrics=items[start : start + BATCH])
 
@@ -134,6 +137,7 @@ class TrainingCurveCallback(L.Callback):
 
 
 STUDY_TAG = "seedvar.study"
+SWEEP_TAG = "seedvar.sweep"
 ROLE_TAG = "seedvar.role"
 PARENT_TAG = "mlflow.parentRunId"
 
@@ -175,26 +179,60 @@ def study_run_id(client: MlflowClient, experiment: str, config: Config) -> str:
 
 @contextmanager
 def seed_run(
-    config: Config, run_name: str, tags: dict[str, str] | None = None, in_study: bool = True
+    config: Config,
+    run_name: str,
+    tags: dict[str, str] | None = None,
+    in_study: bool = True,
+    parent_run_id: str | None = None,
 ) -> Iterator[SeedRun]:
-    """Open a run (a child of the study's run when `in_study`); it ends FINISHED, FAILED or
-    KILLED."""
+    """Open a run, a child of `parent_run_id` or (when `in_study`) of the study's run.
+
+    It ends FINISHED; KILLED when interrupted or pruned; FAILED on any other error."""
     client, experiment = open_store(config)
     all_tags = {**context_tags(config), "seedvar.config_hash": config.hash(), **(tags or {})}
-    if in_study:
-        all_tags[PARENT_TAG] = study_run_id(client, experiment, config)
+    if parent_run_id or in_study:
+        all_tags[PARENT_TAG] = parent_run_id or study_run_id(client, experiment, config)
         all_tags[ROLE_TAG] = "seed"
     run = client.create_run(experiment, run_name=run_name, tags=all_tags)
-    opened = SeedRun(client, run.info.run_id)
+    with ended_by_outcome(client, run.info.run_id):
+        yield SeedRun(client, run.info.run_id)
+
+
+@contextmanager
+def ended_by_outcome(client: MlflowClient, run_id: str) -> Iterator[None]:
+    """End `run_id` FINISHED, or KILLED (interrupted; pruned, tagged so), or FAILED."""
     try:
-        yield opened
-    except KeyboardInterrupt:
-        client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.KILLED))
+        yield
+    except (KeyboardInterrupt, TrialPruned) as stop:
+        if isinstance(stop, TrialPruned):
+            client.set_tag(run_id, "seedvar.pruned", "true")
+        client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
         raise
     except BaseException:
-        client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.FAILED))
+        client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
         raise
-    client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.FINISHED))
+    client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+
+
+@contextmanager
+def trial_run(config: Config, sweep_name: str, trial_number: int, params: dict[str, Any]
+              ) -> Iterator[SeedRun]:  # fmt: skip
+    """The parent run of one sweep trial; its seeds become its children."""
+    client, experiment = open_store(config)
+    run = client.create_run(
+        experiment,
+        run_name=f"trial {trial_number}",
+        tags={
+            **context_tags(config),
+            ROLE_TAG: "trial",
+            SWEEP_TAG: sweep_name,
+            "optuna.trial_number": str(trial_number),
+        },  # fmt: skip
+    )
+    opened = SeedRun(client, run.info.run_id)
+    opened.log_params({**{f"trial.{k}": v for k, v in params.items()}, **config.flat()})
+    with ended_by_outcome(client, run.info.run_id):
+        yield opened
 
 
 def log_study_results(config: Config, metrics: dict[str, float], folders: list[Path]) -> str:

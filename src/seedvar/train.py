@@ -90,14 +90,22 @@ def fine_tune(
     return module.model
 
 
-def run_seed(config: Config, force: bool = False, prepared: Path | None = None) -> SeedResult:
+def run_seed(
+    config: Config,
+    force: bool = False,
+    prepared: Path | None = None,
+    callbacks: list[L.Callback] | None = None,
+    parent_run_id: str | None = None,
+) -> SeedResult:
     """Fine-tune and evaluate the seed `config.train.seed`; never overwrites a finished seed.
 
     `prepared`: a folder written by `seedvar prepare`; without it the sets are loaded here.
+    `callbacks`: more Lightning callbacks (a sweep's pruning, for example).
+    `parent_run_id`: the MLflow run to file this seed under (default: the study's run).
     """
     started = time.perf_counter()
     final_dir = seed_dir_for(config)
-    if (final_dir / "metrics.json").exists() and not force:
+    if finished_metrics(config) is not None and not force:
         raise OutputExistsError(
             f"seed {config.train.seed} is already finished in {final_dir}; "
             "use another seed or output_dir, or --force to retrain it"
@@ -110,7 +118,8 @@ def run_seed(config: Config, force: bool = False, prepared: Path | None = None) 
     work_dir.mkdir(parents=True)
     (work_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(), sort_keys=False))
 
-    with tracking.seed_run(config, run_name=f"seed-{config.train.seed}") as run:
+    run_name = f"seed-{config.train.seed}"
+    with tracking.seed_run(config, run_name, parent_run_id=parent_run_id) as run:
         run.log_params(
             {
                 **config.flat(),
@@ -121,8 +130,8 @@ def run_seed(config: Config, force: bool = False, prepared: Path | None = None) 
                 "precision": resolve_precision(config),
             }
         )
-        callbacks = [run.callback(config.train.log_every_n_steps)]
-        model = fine_tune(config, tokenized, tokenizer.pad_token_id, callbacks)
+        curve = run.callback(config.train.log_every_n_steps)
+        model = fine_tune(config, tokenized, tokenizer.pad_token_id, [curve, *(callbacks or [])])
         model.save_pretrained(work_dir / "model")
         tokenizer.save_pretrained(work_dir / "model")
         metrics = evaluate_sets(
@@ -138,6 +147,12 @@ def run_seed(config: Config, force: bool = False, prepared: Path | None = None) 
         run.log_artifacts(work_dir)
     publish(work_dir, final_dir)
     return SeedResult(final_dir, run.run_id, metrics, time.perf_counter() - started)
+
+
+def finished_metrics(config: Config) -> dict[str, float] | None:
+    """The metrics of the seed `config.train.seed` if it has finished, else None."""
+    path = seed_dir_for(config) / "metrics.json"
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def publish(work_dir: Path, final_dir: Path) -> None:

@@ -11,8 +11,11 @@ from seedvar.config import DataConfig
 from seedvar.data.hans import load_hans
 from seedvar.data.io import fingerprint, subsample
 from seedvar.data.mnli import load_mnli
+from seedvar.errors import DataError
 
 EVAL_SETS = ("mnli_matched", "mnli_mismatched", "hans")
+HANS_TRAIN_IDX_OFFSET = 10_000_000  # keeps added HANS rows apart from MNLI idx values
+ENTAILMENT, NEUTRAL = 0, 1
 
 
 @dataclass(frozen=True)
@@ -43,12 +46,40 @@ def load_study_sets(data: DataConfig) -> StudySets:
     matched = load_mnli(data.mnli_validation_matched, "validation_matched")
     mismatched = load_mnli(data.mnli_validation_mismatched, "validation_mismatched")
     hans = load_hans(data.hans, Path(data.cache_dir) / "downloads")
+    train = subsample(load_mnli(data.mnli_train, "train"), data.max_train_examples)
+    if data.hans_train_examples:
+        train = pd.concat([train, hans_for_training(data, hans)], ignore_index=True)
     return StudySets(
-        train=subsample(load_mnli(data.mnli_train, "train"), data.max_train_examples),
+        train=train,
         validation=subsample(matched, data.max_val_examples),
         evaluation={
             "mnli_matched": subsample(matched, data.max_eval_examples),
             "mnli_mismatched": subsample(mismatched, data.max_eval_examples),
             "hans": subsample(hans, data.max_eval_examples, stratify="subcase"),
         },
+    )
+
+
+def hans_for_training(data: DataConfig, hans_evaluation: pd.DataFrame) -> pd.DataFrame:
+    """`data.hans_train_examples` HANS-like training pairs (balanced over subcases) as MNLI
+    rows: entailment stays entailment, non-entailment becomes neutral. Refuses any pair that
+    is also in the HANS evaluation set."""
+    hans_train = load_hans(data.hans_train, Path(data.cache_dir) / "downloads")
+    chosen = subsample(hans_train, data.hans_train_examples, stratify="subcase")
+    evaluation_pairs = set(zip(hans_evaluation["premise"], hans_evaluation["hypothesis"],
+                               strict=True))  # fmt: skip
+    leaked = sum(pair in evaluation_pairs for pair in zip(chosen["premise"], chosen["hypothesis"],
+                                                          strict=True))  # fmt: skip
+    if leaked:
+        raise DataError(
+            f"{data.hans_train}: {leaked} of its pairs are in the HANS evaluation set "
+            f"({data.hans}); point data.hans_train at the HANS training set"
+        )
+    return pd.DataFrame(
+        {
+            "idx": range(HANS_TRAIN_IDX_OFFSET, HANS_TRAIN_IDX_OFFSET + len(chosen)),
+            "premise": chosen["premise"],
+            "hypothesis": chosen["hypothesis"],
+            "label": chosen["label"].map({0: ENTAILMENT, 1: NEUTRAL}),
+        }
     )

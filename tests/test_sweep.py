@@ -1,0 +1,127 @@
+"""Sweeps on the smoke profile with real Optuna storage (SQLite) and a real MLflow store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from seedvar.config import load_config
+from seedvar.sweep import run_sweep
+from seedvar.sweep_report import write_sweep_outputs
+
+pytestmark = pytest.mark.slow
+SPACE = ("sweep.space={learning_rate: {low: 1.0e-4, high: 3.0e-3, log: true}, "
+         "hans_train_examples: {low: 0, high: 300, step: 100}}")  # fmt: skip
+SMOKE = ["sweep.seeds_per_trial=2", "sweep.n_trials=3", "data.max_eval_examples=300", SPACE]
+STORAGE = "sqlite:///sweeps/optuna.db"
+
+
+def _sweep_runs(name: str) -> list:
+    client = MlflowClient("sqlite:///mlruns/mlflow.db")
+    experiment = client.get_experiment_by_name("seedvar").experiment_id
+    return client.search_runs([experiment], f"tags.`seedvar.sweep` = '{name}'")
+
+
+def _children(parent_id: str) -> list:
+    client = MlflowClient("sqlite:///mlruns/mlflow.db")
+    experiment = client.get_experiment_by_name("seedvar").experiment_id
+    return client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{parent_id}'")
+
+
+def test_sweep_trains_k_seeds_per_trial_and_writes_its_outputs(study_dir: Path):
+    config = load_config(None, SMOKE, profile="smoke")
+    study = run_sweep(config)
+    loaded = optuna.load_study(study_name="seedvar-sweep", storage=STORAGE)
+    states = [trial.state.name for trial in loaded.trials]
+    assert len(states) == 3 and set(states) <= {"COMPLETE", "PRUNED"}
+    first = loaded.trials[0]
+    assert first.user_attrs["default"] is True and first.params["learning_rate"] == 1e-3
+    assert first.params["hans_train_examples"] == 0
+    assert {"mean/MNLI dev acc.", "std/HANS non-entailed", "std/ln_subject/object_swap"} <= set(
+        first.user_attrs
+    )
+    assert first.value == first.user_attrs["mean/MNLI dev acc."]
+
+    trials = _sweep_runs("seedvar-sweep")
+    assert sorted(run.info.run_name for run in trials) == ["trial 0", "trial 1", "trial 2"]
+    for run in trials:
+        seeds = _children(run.info.run_id)
+        if run.info.status == "FINISHED":
+            assert sorted(child.info.run_name for child in seeds) == ["seed-0", "seed-1"]
+            assert "mean/hans/ln_subject/object_swap" in run.data.metrics
+
+    written = write_sweep_outputs(study, Path("results/sweep"))
+    table = pd.read_csv("results/sweep/trials.csv")
+    assert table["trial"].tolist() == [0, 1, 2] and "param/learning_rate" in table
+    assert {"optimization_history.png", "accuracy_vs_spread.png"} <= {p.name for p in written}
+    assert "configurations completed" in Path("results/sweep/report.md").read_text()
+
+    again = run_sweep(config)  # already at n_trials: nothing more runs
+    assert len(again.trials) == 3
+
+
+def test_pruned_trials_are_pruned_in_optuna_and_mlflow(study_dir, monkeypatch):
+    always = optuna.pruners.ThresholdPruner(lower=2.0)  # accuracy < 2: prune at first report
+    monkeypatch.setattr(optuna.pruners, "MedianPruner", lambda **_: always)
+    config = load_config(None, [*SMOKE, "sweep.n_trials=2", "sweep.study_name=pruned"],
+                         profile="smoke")  # fmt: skip
+    study = run_sweep(config)
+    assert [trial.state.name for trial in study.trials] == ["PRUNED", "PRUNED"]
+    for run in _sweep_runs("pruned"):
+        assert run.info.status == "KILLED" and run.data.tags["seedvar.pruned"] == "true"
+        (seed,) = _children(run.info.run_id)  # pruned during its first seed
+        assert seed.info.status == "KILLED" and seed.data.tags["seedvar.pruned"] == "true"
+
+
+def test_multi_objective_mode_returns_a_pareto_front(study_dir: Path):
+    config = load_config(None, [*SMOKE, "sweep.mode=accuracy_and_spread",
+                                "sweep.study_name=pareto"], profile="smoke")  # fmt: skip
+    study = run_sweep(config)
+    assert len(study.directions) == 2 and len(study.trials) == 3
+    front = study.best_trials
+    assert front and all(len(trial.values) == 2 for trial in front)
+    for trial in front:  # nobody on the front is beaten on both objectives
+        assert not any(
+            o.values[0] >= trial.values[0]
+            and o.values[1] <= trial.values[1]
+            and o.values != trial.values
+            for o in study.trials
+        )
+
+
+def test_interrupted_sweep_resumes_and_retries_the_dead_trial(study_dir: Path):
+    command = [sys.executable, "-m", "seedvar.cli", "sweep", "--profile", "smoke",
+               *[arg for item in SMOKE for arg in ("--set", item)],
+               "--set", "sweep.heartbeat_seconds=1", "--set", "sweep.pruner=none"]  # fmt: skip
+    sweep = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 240
+    while True:  # wait until trial 1 is training its first seed, then kill the sweep
+        assert sweep.poll() is None and time.monotonic() < deadline
+        if (
+            list(Path("sweeps/seedvar-sweep").glob("*/seed-0.partial"))
+            and len(list(Path("sweeps/seedvar-sweep").glob("*/seed-1"))) == 1
+        ):
+            break
+        time.sleep(0.2)
+    os.killpg(sweep.pid, signal.SIGKILL)
+    sweep.wait()
+    time.sleep(3)  # past the heartbeat grace period: the dead trial is stale
+
+    resumed = subprocess.run(command, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    study = optuna.load_study(study_name="seedvar-sweep", storage=STORAGE)
+    states = [trial.state.name for trial in study.trials]
+    assert states.count("COMPLETE") == 3 and states.count("FAIL") == 1 and len(states) == 4
+    (dead,) = [trial for trial in study.trials if trial.state.name == "FAIL"]
+    (retry,) = [t for t in study.trials if t.system_attrs.get("failed_trial") == dead.number]
+    assert retry.params == dead.params and retry.state.name == "COMPLETE"
