@@ -190,6 +190,10 @@ class Config(Section):
             )
         )
 
+    def save(self, path: Path) -> None:
+        """Write the resolved config as YAML."""
+        path.write_text(yaml.safe_dump(self.model_dump(), sort_keys=False))
+
     def flat(self) -> dict[str, Any]:
         """Dotted keys to values (all but the sweep section), for logging as parameters."""
         return _flatten(self.model_dump(exclude={"sweep"}))

@@ -9,7 +9,6 @@ import datasets
 import numpy as np
 import pandas as pd
 import torch
-import yaml
 from tqdm.auto import tqdm
 from transformers import AutoModelForSequenceClassification, PreTrainedModel
 
@@ -93,9 +92,10 @@ def evaluate_sets(
     tokenized: dict[str, datasets.Dataset],
     pad_token_id: int,
     batch_size: int,
-    predictions_dir: Path,
+    output_dir: Path,
 ) -> dict[str, float]:
-    """Predict every set, write `<set>.parquet` into `predictions_dir`, return all metrics."""
+    """Predict every set; write predictions/<set>.parquet and metrics.json into `output_dir`."""
+    predictions_dir = output_dir / "predictions"
     predictions_dir.mkdir(parents=True, exist_ok=True)
     metrics: dict[str, float] = {}
     for set_name, frame in frames.items():
@@ -103,6 +103,7 @@ def evaluate_sets(
         predictions = prediction_frame(set_name, frame, logits)
         predictions.to_parquet(predictions_dir / f"{set_name}.parquet", index=False)
         metrics.update(set_metrics(set_name, predictions))
+    (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return metrics
 
 
@@ -141,13 +142,9 @@ def evaluate_saved(
             tokenized,
             tokenizer.pad_token_id,
             config.train.eval_batch_size,
-            output_dir / "predictions",
+            output_dir,
         )
-        output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-        (output_dir / "config.yaml").write_text(
-            yaml.safe_dump(config.model_dump(), sort_keys=False)
-        )
+        config.save(output_dir / "config.yaml")
         run.log_metrics(metrics)
         run.log_artifacts(output_dir)
     return metrics

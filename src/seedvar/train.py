@@ -11,7 +11,6 @@ from pathlib import Path
 import datasets
 import lightning as L
 import torch
-import yaml
 from lightning.pytorch.callbacks import TQDMProgressBar
 from transformers import PreTrainedModel
 
@@ -116,7 +115,7 @@ def run_seed(
     work_dir = final_dir.with_name(final_dir.name + ".partial")
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
-    (work_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(), sort_keys=False))
+    config.save(work_dir / "config.yaml")
 
     run_name = f"seed-{config.train.seed}"
     with tracking.seed_run(config, run_name, parent_run_id=parent_run_id) as run:
@@ -140,9 +139,8 @@ def run_seed(
             tokenized,
             tokenizer.pad_token_id,
             config.train.eval_batch_size,
-            work_dir / "predictions",
+            work_dir,
         )
-        (work_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
         run.log_metrics(metrics)
         run.log_artifacts(work_dir)
     publish(work_dir, final_dir)
