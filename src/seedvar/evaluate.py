@@ -17,6 +17,7 @@ from seedvar.config import Config
 from seedvar.data.datamodule import PadToLongest
 from seedvar.data.sets import load_study_sets
 from seedvar.data.tokenized import tokenize_cached
+from seedvar.device import autocast_dtype, evaluation_device
 from seedvar.errors import ModelError, OutputExistsError
 from seedvar.metrics import (
     MNLI_MATCHED,
@@ -35,8 +36,10 @@ def predict_logits(
     pad_token_id: int,
     batch_size: int,
     description: str = "predicting",
+    autocast: torch.dtype | None = None,
 ) -> np.ndarray:
-    """Logits for every row of a tokenized set, in row order (batches grouped by length)."""
+    """Logits for every row of a tokenized set, in row order (batches grouped by length);
+    `autocast`: a mixed-precision dtype for GPU inference."""
     model.eval()
     device = next(model.parameters()).device
     columns = {name: dataset[name] for name in dataset.column_names if name != "labels"}
@@ -47,8 +50,9 @@ def predict_logits(
     for start in tqdm(range(0, len(order), batch_size), desc=description, unit="batch"):
         rows = order[start : start + batch_size]
         batch = collate([{name: values[i] for name, values in columns.items()} for i in rows])
-        batch = {name: tensor.to(device) for name, tensor in batch.items()}
-        logits[rows] = model(**batch).logits.float().cpu().numpy()
+        batch = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
+        with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+            logits[rows] = model(**batch).logits.float().cpu().numpy()
     return logits
 
 
@@ -93,13 +97,16 @@ def evaluate_sets(
     pad_token_id: int,
     batch_size: int,
     output_dir: Path,
+    autocast: torch.dtype | None = None,
 ) -> dict[str, float]:
     """Predict every set; write predictions/<set>.parquet and metrics.json into `output_dir`."""
     predictions_dir = output_dir / "predictions"
     predictions_dir.mkdir(parents=True, exist_ok=True)
     metrics: dict[str, float] = {}
     for set_name, frame in frames.items():
-        logits = predict_logits(model, tokenized[set_name], pad_token_id, batch_size, set_name)
+        logits = predict_logits(
+            model, tokenized[set_name], pad_token_id, batch_size, set_name, autocast
+        )
         predictions = prediction_frame(set_name, frame, logits)
         predictions.to_parquet(predictions_dir / f"{set_name}.parquet", index=False)
         metrics.update(set_metrics(set_name, predictions))
@@ -127,8 +134,7 @@ def evaluate_saved(
         for name, frame in sets.evaluation.items()
     }
     model = AutoModelForSequenceClassification.from_pretrained(model_dir)
-    if torch.cuda.is_available() and config.train.accelerator != "cpu":
-        model = model.cuda()
+    model = model.to(evaluation_device(config))
     with tracking.seed_run(
         config,
         run_name=f"evaluate {model_dir}",
@@ -143,6 +149,7 @@ def evaluate_saved(
             tokenizer.pad_token_id,
             config.train.eval_batch_size,
             output_dir,
+            autocast_dtype(config),
         )
         config.save(output_dir / "config.yaml")
         run.log_metrics(metrics)

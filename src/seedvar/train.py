@@ -10,7 +10,6 @@ from pathlib import Path
 
 import datasets
 import lightning as L
-import torch
 from lightning.pytorch.callbacks import TQDMProgressBar
 from transformers import PreTrainedModel
 
@@ -18,6 +17,7 @@ from seedvar import tracking
 from seedvar.config import Config
 from seedvar.data.datamodule import NLIDataModule
 from seedvar.data.prepared import study_inputs
+from seedvar.device import autocast_dtype, evaluation_device, resolve_precision
 from seedvar.errors import OutputExistsError
 from seedvar.evaluate import evaluate_sets
 from seedvar.model import NLIClassifier
@@ -37,15 +37,6 @@ class SeedResult:
 def seed_dir_for(config: Config) -> Path:
     """The folder that holds one seed's weights, predictions and metrics."""
     return Path(config.output_dir) / f"seed-{config.train.seed}"
-
-
-def resolve_precision(config: Config) -> str:
-    """bf16-mixed on GPUs that support it, 16-mixed on older GPUs, 32-true on CPU."""
-    if config.train.precision != "auto":
-        return config.train.precision
-    if config.train.accelerator != "cpu" and torch.cuda.is_available():
-        return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
-    return "32-true"
 
 
 def fine_tune(
@@ -134,12 +125,13 @@ def run_seed(
         model.save_pretrained(work_dir / "model")
         tokenizer.save_pretrained(work_dir / "model")
         metrics = evaluate_sets(
-            model,
+            model.to(evaluation_device(config)),
             sets.evaluation,
             tokenized,
             tokenizer.pad_token_id,
             config.train.eval_batch_size,
             work_dir,
+            autocast_dtype(config),
         )
         run.log_metrics(metrics)
         run.log_artifacts(work_dir)
