@@ -190,14 +190,18 @@ def test_batches_are_padded_to_their_longest_row():
 def test_length_grouped_batches_cover_every_row_once_with_less_padding():
     import random
 
-    from seedvar.data.datamodule import LengthGroupedBatches
+    from seedvar.data.datamodule import SeededBatches
 
     lengths = [random.Random(i).randint(5, 120) for i in range(1000)]
-    sampler = LengthGroupedBatches(lengths, batch_size=32, seed=7, window=10)
+    sampler = SeededBatches(lengths, batch_size=32, seed=7, window=10)
     epoch0 = list(sampler)
     assert sorted(i for batch in epoch0 for i in batch) == list(range(1000))
     assert len(epoch0) == len(sampler) == 32
-    assert list(LengthGroupedBatches(lengths, 32, seed=7, window=10)) == epoch0  # seeded
+    assert list(SeededBatches(lengths, 32, seed=7, window=10)) == epoch0  # seeded
+    sampler.skip = 5
+    assert list(sampler) == epoch0[5:] and list(sampler) == epoch0  # skips once, to resume
+    plain = list(SeededBatches(lengths, 32, seed=7, group_by_length=False))
+    assert sorted(i for batch in plain for i in batch) == list(range(1000)) and plain != epoch0
     sampler.set_epoch(1)
     assert list(sampler) != epoch0
     padded = sum(len(batch) * max(lengths[i] for i in batch) for batch in epoch0)

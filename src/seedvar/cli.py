@@ -77,6 +77,22 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--trials", type=int, help="sets sweep.n_trials")
     _config_arguments(sweep)
 
+    submit = commands.add_parser("submit", help="put a study's seeds in a shared study database")
+    submit.add_argument("--storage", required=True, help="SQLAlchemy URL, e.g. postgresql://...")
+    submit.add_argument("--study", required=True, help="the study's name in that database")
+    _config_arguments(submit)
+
+    worker = commands.add_parser("worker", help="train seeds of a shared study until none is left")
+    worker.add_argument("--storage", required=True, help="SQLAlchemy URL, e.g. postgresql://...")
+    worker.add_argument("--study", required=True, help="the study's name in that database")
+    worker.add_argument("--devices", help="GPUs to use, one worker each, e.g. 0,1,2,3")
+    worker.add_argument(
+        "--heartbeat",
+        type=int,
+        default=30,
+        help="seconds between heartbeats; a seed silent for twice that is retried",
+    )
+
     report = commands.add_parser("report", help="plots and report.html from results/")
     report.add_argument("--results", type=Path, default=Path("results"))
     report.add_argument("--output", type=Path, default=Path("report"))
@@ -150,6 +166,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"sweep {study.study_name}: {len(study.trials)} trials in {config.sweep.storage}; "
                 f"{len(written)} files in {args.output}"
             )
+        elif args.command == "submit":
+            from seedvar.workers import submit
+
+            count = submit(_config(args, []), args.storage, args.study)
+            print(f"study {args.study}: {count} seeds in {args.storage}")
+        elif args.command == "worker":
+            from seedvar.workers import work, work_on_devices
+
+            if args.devices:
+                devices = args.devices.split(",")
+                return work_on_devices(args.storage, args.study, devices, args.heartbeat)
+            seeds = work(args.storage, args.study, args.heartbeat)
+            print(f"worker done: trained seeds {seeds}; study {args.study} is complete")
         elif args.command == "report":
             from seedvar import tracking
             from seedvar.aggregate import flat_headline

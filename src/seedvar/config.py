@@ -66,6 +66,7 @@ class TrainConfig(Section):
     accelerator: Literal["auto", "cpu", "gpu"] = "auto"
     eval_batch_size: int = Field(256, gt=0)
     log_every_n_steps: int = Field(50, gt=0)
+    checkpoint_every_n_steps: int = Field(500, gt=0)
 
     @property
     def effective_init_seed(self) -> int:

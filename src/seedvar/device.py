@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import platform
+
 import torch
 
 from seedvar.config import Config
@@ -31,3 +33,10 @@ def evaluation_device(config: Config) -> torch.device:
 def autocast_dtype(config: Config) -> torch.dtype | None:
     """The mixed-precision dtype for evaluation on a GPU, or None for full precision."""
     return AUTOCAST.get(resolve_precision(config)) if use_gpu(config) else None
+
+
+def device_name(config: Config) -> str:
+    """The accelerator a seed runs on, for its provenance."""
+    if use_gpu(config):
+        return torch.cuda.get_device_name(0)
+    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"

@@ -19,3 +19,7 @@ class ModelError(SeedvarError):
 
 class OutputExistsError(SeedvarError):
     """Finished work would be overwritten."""
+
+
+class TrackingError(SeedvarError):
+    """The MLflow tracking store cannot be reached."""

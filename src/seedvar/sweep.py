@@ -11,7 +11,6 @@ import lightning as L
 import numpy as np
 import optuna
 import pandas as pd
-from optuna.storages import RDBStorage, RetryFailedTrialCallback
 from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 
@@ -19,6 +18,7 @@ from seedvar import tracking
 from seedvar.config import Config, SearchRange, SweepConfig, setting_path, validate
 from seedvar.errors import ConfigError
 from seedvar.metrics import HEURISTIC_COLUMNS, MNLI_MATCHED, MNLI_MISMATCHED, PAPER_COLUMNS
+from seedvar.studies import rdb_storage
 from seedvar.train import finished_metrics, run_seed
 
 HANS_NON_ENTAILED = "HANS non-entailed"
@@ -141,20 +141,7 @@ def objective(trial: optuna.Trial, base: Config) -> float | tuple[float, float]:
 
 def open_study(sweep: SweepConfig) -> optuna.Study:
     """Create or load the study in its storage (SQLite file or any SQLAlchemy URL)."""
-    if sweep.storage.startswith("sqlite:///"):
-        Path(sweep.storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        storage = RDBStorage(
-            sweep.storage,
-            heartbeat_interval=sweep.heartbeat_seconds,
-            grace_period=2 * sweep.heartbeat_seconds,
-            heartbeat_stale_trial_callback=RetryFailedTrialCallback(max_retry=sweep.max_retries),
-        )
-    except Exception as error:  # SQLAlchemy raises many types for a bad or unreachable URL
-        raise ConfigError(
-            f"cannot open the sweep storage {sweep.storage} ({type(error).__name__}: "
-            f"{str(error).splitlines()[0]}); check sweep.storage"
-        ) from None
+    storage = rdb_storage(sweep.storage, sweep.heartbeat_seconds, sweep.max_retries)
     multi = sweep.mode == "accuracy_and_spread"
     study = optuna.create_study(
         storage=storage,

@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -18,6 +19,7 @@ from mlflow.tracking import MlflowClient
 from optuna import TrialPruned
 
 from seedvar.config import Config, TrackingConfig
+from seedvar.errors import TrackingError
 from seedvar.metrics import mlflow_key
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
@@ -29,6 +31,21 @@ BATCH = 100  # MLflow accepts at most 100 params (1000 metrics) per log_batch ca
 def tracking_uri(tracking: TrackingConfig) -> str:
     """Config value, else MLFLOW_TRACKING_URI, else the SQLite store under mlruns/."""
     return tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+
+
+def check_reachable(config: Config) -> None:
+    """Stop in seconds, before any work, if a tracking server does not answer."""
+    uri = tracking_uri(config.tracking)
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=5):
+            pass
+    except OSError as error:
+        raise TrackingError(
+            f"cannot reach the MLflow tracking server at {uri} ({error}); start it "
+            "(see README, Scale out) or point tracking.uri / MLFLOW_TRACKING_URI elsewhere"
+        ) from None
 
 
 def experiment_id(client: MlflowClient, name: str) -> str:
@@ -184,18 +201,25 @@ def seed_run(
     tags: dict[str, str] | None = None,
     in_study: bool = True,
     parent_run_id: str | None = None,
+    resume_run_id: str | None = None,
 ) -> Iterator[SeedRun]:
-    """Open a run, a child of `parent_run_id` or (when `in_study`) of the study's run.
+    """Open a run, a child of `parent_run_id` or (when `in_study`) of the study's run; or
+    reopen `resume_run_id`, the run of an interrupted attempt at the same seed.
 
     It ends FINISHED; KILLED when interrupted or pruned; FAILED on any other error."""
     client, experiment = open_store(config)
-    all_tags = {**context_tags(config), "seedvar.config_hash": config.hash(), **(tags or {})}
-    if parent_run_id or in_study:
-        all_tags[PARENT_TAG] = parent_run_id or study_run_id(client, experiment, config)
-        all_tags[ROLE_TAG] = "seed"
-    run = client.create_run(experiment, run_name=run_name, tags=all_tags)
-    with ended_by_outcome(client, run.info.run_id):
-        yield SeedRun(client, run.info.run_id)
+    if resume_run_id:
+        client.update_run(resume_run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+        client.set_tag(resume_run_id, "seedvar.resumed", "true")
+        run_id = resume_run_id
+    else:
+        all_tags = {**context_tags(config), "seedvar.config_hash": config.hash(), **(tags or {})}
+        if parent_run_id or in_study:
+            all_tags[PARENT_TAG] = parent_run_id or study_run_id(client, experiment, config)
+            all_tags[ROLE_TAG] = "seed"
+        run_id = client.create_run(experiment, run_name=run_name, tags=all_tags).info.run_id
+    with ended_by_outcome(client, run_id):
+        yield SeedRun(client, run_id)
 
 
 @contextmanager

@@ -33,19 +33,29 @@ class PadToLongest:
         return batch
 
 
-class LengthGroupedBatches(Sampler[list[int]]):
-    """Random batches of similar-length rows, so that little padding is computed.
+class SeededBatches(Sampler[list[int]]):
+    """The training batches of one epoch, fixed by `seed` and the epoch number.
 
-    Each epoch: shuffle all rows (seeded by `seed` and the epoch), sort each window of
-    `window` batches by length, cut it into batches, then shuffle the batch order.
+    Plain: a seeded shuffle cut into batches. Grouped by length (less padding to compute):
+    sort each window of `window` batches of the shuffle by length, cut it into batches, then
+    shuffle the batch order. `skip` batches are left out once, to resume mid-epoch.
     """
 
-    def __init__(self, lengths: list[int], batch_size: int, seed: int, window: int = 50) -> None:
+    def __init__(
+        self,
+        lengths: list[int],
+        batch_size: int,
+        seed: int,
+        group_by_length: bool = True,
+        window: int = 50,
+    ) -> None:
         self.lengths = lengths
         self.batch_size = batch_size
         self.seed = seed
+        self.group_by_length = group_by_length
         self.window = window
         self.epoch = 0
+        self.skip = 0
 
     def set_epoch(self, epoch: int) -> None:
         """Called by Lightning at the start of every epoch."""
@@ -57,15 +67,20 @@ class LengthGroupedBatches(Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
         shuffled = torch.randperm(len(self.lengths), generator=generator).tolist()
-        span = self.batch_size * self.window
-        batches = []
-        for start in range(0, len(shuffled), span):
-            window = sorted(shuffled[start : start + span], key=lambda i: -self.lengths[i])
-            batches += [
-                window[i : i + self.batch_size] for i in range(0, len(window), self.batch_size)
+        if self.group_by_length:
+            span = self.batch_size * self.window
+            windows = [
+                sorted(shuffled[start : start + span], key=lambda i: -self.lengths[i])
+                for start in range(0, len(shuffled), span)
             ]
-        for index in torch.randperm(len(batches), generator=generator).tolist():
-            yield batches[index]
+            batches = [w[i : i + self.batch_size] for w in windows
+                       for i in range(0, len(w), self.batch_size)]  # fmt: skip
+            batches = [batches[i] for i in torch.randperm(len(batches), generator=generator)]
+        else:
+            batches = [shuffled[i : i + self.batch_size]
+                       for i in range(0, len(shuffled), self.batch_size)]  # fmt: skip
+        skip, self.skip = self.skip, 0
+        yield from batches[skip:]
 
 
 class NLIDataModule(L.LightningDataModule):
@@ -91,18 +106,16 @@ class NLIDataModule(L.LightningDataModule):
         self.group_by_length = group_by_length
 
     def train_dataloader(self) -> DataLoader:
-        if self.group_by_length:
-            lengths = [len(ids) for ids in self.train["input_ids"]]
-            batches = LengthGroupedBatches(lengths, self.batch_size, self.data_seed)
-            return DataLoader(self.train, batch_sampler=batches, collate_fn=self.collate)
-        order = torch.Generator().manual_seed(self.data_seed)
-        return DataLoader(
-            self.train,
-            batch_size=self.batch_size,
-            shuffle=True,
-            generator=order,
-            collate_fn=self.collate,
-        )
+        lengths = [len(ids) for ids in self.train["input_ids"]]
+        batches = SeededBatches(lengths, self.batch_size, self.data_seed, self.group_by_length)
+        return DataLoader(self.train, batch_sampler=batches, collate_fn=self.collate,
+                          generator=self._own_generator())  # fmt: skip
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.validation, batch_size=self.eval_batch_size, collate_fn=self.collate)
+        return DataLoader(self.validation, batch_size=self.eval_batch_size,
+                          collate_fn=self.collate, generator=self._own_generator())  # fmt: skip
+
+    def _own_generator(self) -> torch.Generator:
+        """Each new DataLoader iterator draws a seed from its generator; with one of its own it
+        leaves the global RNG (dropout) alone, so a resumed run draws the same dropout masks."""
+        return torch.Generator().manual_seed(self.data_seed)

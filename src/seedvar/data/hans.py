@@ -7,6 +7,7 @@ heuristic, subcase, template (None where the copy has no templates).
 from __future__ import annotations
 
 import hashlib
+import os
 import urllib.request
 from pathlib import Path
 
@@ -61,11 +62,11 @@ def _download(url: str, download_dir: Path) -> Path:
     if target.is_file():
         return target
     download_dir.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
+    partial = target.with_suffix(f".partial-{os.getpid()}")
     try:
         with urllib.request.urlopen(url, timeout=30) as response:
             partial.write_bytes(response.read())
     except OSError as error:
         raise DataError(f"cannot download HANS from {url} ({error}); {OFFLINE_HINT}") from None
-    partial.rename(target)
+    os.replace(partial, target)  # atomic; a concurrent download of the same file is identical
     return target

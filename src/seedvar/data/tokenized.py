@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -47,8 +48,11 @@ def tokenize_cached(
     )
     keep = [name for name in encoded.column_names if name in (*MODEL_INPUTS, "labels")]
     encoded = encoded.select_columns(keep)
-    partial = target.with_name(f"{key}.partial")
+    partial = target.with_name(f"{key}.partial-{os.getpid()}")  # one per process: no clashes
     shutil.rmtree(partial, ignore_errors=True)
     encoded.save_to_disk(str(partial))
-    partial.rename(target)
+    try:
+        partial.rename(target)
+    except OSError:  # another process cached the same set first; theirs is identical
+        shutil.rmtree(partial, ignore_errors=True)
     return datasets.load_from_disk(str(target))

@@ -1,0 +1,33 @@
+"""Optuna storage for sweeps and distributed seeds: an SQLite file or any SQLAlchemy URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from optuna.storages import RDBStorage, RetryFailedTrialCallback
+
+from seedvar.errors import ConfigError
+
+
+def rdb_storage(url: str, heartbeat_seconds: int, max_retries: int) -> RDBStorage:
+    """Storage whose running trials send heartbeats; a trial silent for twice the interval is
+    failed and re-enqueued (at most `max_retries` times). Unreachable databases fail fast."""
+    engine_kwargs = {}
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    elif url.startswith("postgresql"):
+        engine_kwargs = {"connect_args": {"connect_timeout": 5}}
+    try:
+        return RDBStorage(
+            url,
+            engine_kwargs=engine_kwargs,
+            heartbeat_interval=heartbeat_seconds,
+            grace_period=2 * heartbeat_seconds,
+            heartbeat_stale_trial_callback=RetryFailedTrialCallback(max_retry=max_retries),
+        )
+    except Exception as error:  # SQLAlchemy raises many types for a bad or unreachable URL
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ConfigError(
+            f"cannot open the study storage {url} ({reason}); check the URL and that the "
+            "database server is running"
+        ) from None

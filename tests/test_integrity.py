@@ -1,0 +1,107 @@
+"""Never lose or corrupt work: resume inside a seed, one process per seed, bad input first."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+SETTINGS = ["data.max_train_examples=800", "train.epochs=2", "data.max_eval_examples=300",
+            "train.checkpoint_every_n_steps=3"]  # fmt: skip
+SMOKE = ["--profile", "smoke", *[arg for item in SETTINGS for arg in ("--set", item)]]
+
+
+def train(*args: str) -> list[str]:
+    return [sys.executable, "-m", "seedvar.cli", "train", *SMOKE, *args]
+
+
+def wait_for(condition, process: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, "the run ended before the test could interrupt it"
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_a_killed_seed_resumes_and_equals_an_uninterrupted_run(study_dir: Path):
+    whole = subprocess.run(train("--seed", "4", "--set", "output_dir=whole"), capture_output=True)
+    assert whole.returncode == 0
+    cut = subprocess.Popen(train("--seed", "4", "--set", "output_dir=cut"),
+                           start_new_session=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)  # fmt: skip
+    progress = Path("cut/seed-4.partial/checkpoints/resume.json")
+    wait_for(lambda: progress.is_file() and json.loads(progress.read_text())["step"] >= 9, cut)
+    os.killpg(cut.pid, signal.SIGKILL)
+    cut.wait()
+    step = json.loads(progress.read_text())["step"]
+    assert 9 <= step < 100 and not Path("cut/seed-4").exists()
+
+    resumed = subprocess.run(train("--seed", "4", "--set", "output_dir=cut"), capture_output=True)
+    assert resumed.returncode == 0
+    for name in ("mnli_matched", "mnli_mismatched", "hans"):
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(f"whole/seed-4/predictions/{name}.parquet"),
+            pd.read_parquet(f"cut/seed-4/predictions/{name}.parquet"),
+        )
+    assert not Path("cut/seed-4/checkpoints").exists()  # optimizer state is not kept
+    client = MlflowClient("sqlite:///mlruns/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("seedvar").experiment_id],
+                              "attributes.run_name = 'seed-4'")  # fmt: skip
+    assert sorted(run.info.status for run in runs) == ["FINISHED", "FINISHED"]
+    assert sum(run.data.tags.get("seedvar.resumed") == "true" for run in runs) == 1
+    loss = client.get_metric_history(
+        next(r for r in runs if r.data.tags.get("seedvar.resumed")).info.run_id, "train/loss"
+    )
+    assert len({point.step for point in loss}) == len(loss)  # one curve, no repeated steps
+
+
+@pytest.mark.slow
+def test_two_processes_cannot_train_the_same_seed(study_dir: Path):
+    first = subprocess.Popen(train("--seed", "6"), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+    wait_for(lambda: Path("runs/seed-6.partial").exists(), first)
+    second = subprocess.run(train("--seed", "6"), capture_output=True, text=True)
+    assert second.returncode == 2
+    assert "seed 6 is being trained by another process" in second.stderr
+    assert first.wait() == 0 and Path("runs/seed-6/metrics.json").is_file()
+    again = subprocess.run(train("--seed", "6"), capture_output=True, text=True)
+    assert again.returncode == 2 and "already finished" in again.stderr  # never retrained
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "tracking.uri=http://127.0.0.1:9"], "cannot reach the MLflow tracking server"),
+        (["--set", "model.name=/no/such/model"], "cannot load model '/no/such/model'"),
+        (["--set", "seeds=[]"], "the seed list is empty"),
+        (["--set", "seeds=[1, 2, 2]"], "seed(s) [2] appear more than once"),
+        (["--set", "train.batch_size=0"], "train.batch_size: Input should be greater than 0"),
+        (["--set", "data.hans=data/offline/README.md"], "unknown format '.md'"),
+    ],
+)
+def test_bad_input_stops_in_seconds_with_one_line(study_dir: Path, args, message):
+    started = time.monotonic()
+    done = subprocess.run(train("--seed", "1", *args), capture_output=True, text=True)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    assert time.monotonic() - started < 60 and not Path("runs/seed-1.partial").exists()
+
+
+def test_unreachable_study_database_fails_fast(study_dir: Path):
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "seedvar.cli", "worker", "--study", "s",
+         "--storage", "postgresql+psycopg2://postgres@127.0.0.1:9/nothing"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2 and "cannot open the study storage" in done.stderr
+    assert time.monotonic() - started < 30
