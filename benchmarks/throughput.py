@@ -84,6 +84,32 @@ def peak_memory_of_one_seed(workdir: Path) -> float:
     return int(done.stdout.strip().splitlines()[-1]) / 1024
 
 
+GROWTH_SCRIPT = """
+import gc, json
+from seedvar.config import load_config
+from seedvar.train import run_seed
+def rss_mib():
+    line = next(l for l in open("/proc/self/status") if l.startswith("VmRSS"))
+    return int(line.split()[1]) / 1024
+after = []
+for seed in range(5):
+    run_seed(load_config(None, [f"train.seed={seed}", "data.max_train_examples=320",
+             "data.max_eval_examples=300", "data.max_val_examples=100"], profile="cpu"))
+    gc.collect()
+    after.append(rss_mib())
+print(json.dumps(after))
+"""
+
+
+def memory_over_seeds_in(workdir: Path) -> list[float]:
+    """Resident memory (MiB) of one process after each of 5 seeds, as a worker runs them."""
+    workdir.mkdir()
+    (workdir / "data").symlink_to(REPO / "data")
+    done = subprocess.run([sys.executable, "-c", GROWTH_SCRIPT], cwd=workdir, check=True,
+                          capture_output=True, text=True)  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
@@ -160,7 +186,12 @@ def main() -> None:
         results["eval_same_predictions"] = float(
             np.mean(np.asarray(baseline_logits).argmax(1) == ours.argmax(1))
         )
-        results["memory"] = {"peak_rss_one_seed_mib": peak_memory_of_one_seed(Path(tmp))}
+        after_each = memory_over_seeds_in(Path(tmp) / "growth")
+        results["memory"] = {
+            "peak_rss_one_seed_mib": peak_memory_of_one_seed(Path(tmp)),
+            "worker_rss_after_each_of_5_seeds_mib": after_each,
+            "growth_after_5_vs_after_1": after_each[-1] / after_each[0] - 1,
+        }
 
     out = (
         REPO
