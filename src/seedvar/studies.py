@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
-from optuna.storages import RDBStorage, RetryFailedTrialCallback
+from optuna.exceptions import ExperimentalWarning
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
 from seedvar.errors import ConfigError
 
@@ -18,13 +20,15 @@ def rdb_storage(url: str, heartbeat_seconds: int, max_retries: int) -> RDBStorag
     elif url.startswith("postgresql"):
         engine_kwargs = {"connect_args": {"connect_timeout": 5}}
     try:
-        return RDBStorage(
-            url,
-            engine_kwargs=engine_kwargs,
-            heartbeat_interval=heartbeat_seconds,
-            grace_period=2 * heartbeat_seconds,
-            heartbeat_stale_trial_callback=RetryFailedTrialCallback(max_retry=max_retries),
-        )
+        with warnings.catch_warnings():  # heartbeats have been "experimental" since Optuna 2.9
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            return RDBStorage(
+                url,
+                engine_kwargs=engine_kwargs,
+                heartbeat_interval=heartbeat_seconds,
+                grace_period=2 * heartbeat_seconds,
+                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retries),
+            )
     except Exception as error:  # SQLAlchemy raises many types for a bad or unreachable URL
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ConfigError(
