@@ -14,6 +14,9 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from seedvar.config import load_config
+from seedvar.train import seed_lock
+
 SETTINGS = ["data.max_train_examples=800", "train.epochs=2", "data.max_eval_examples=300",
             "train.checkpoint_every_n_steps=3"]  # fmt: skip
 SMOKE = ["--profile", "smoke", *[arg for item in SETTINGS for arg in ("--set", item)]]
@@ -53,7 +56,7 @@ def test_a_killed_seed_resumes_and_equals_an_uninterrupted_run(study_dir: Path):
             pd.read_parquet(f"cut/seed-4/predictions/{name}.parquet"),
         )
     assert not Path("cut/seed-4/checkpoints").exists()  # optimizer state is not kept
-    client = MlflowClient("sqlite:///mlruns/mlflow.db")
+    client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
     runs = client.search_runs([client.get_experiment_by_name("seedvar").experiment_id],
                               "attributes.run_name = 'seed-4'")  # fmt: skip
     assert sorted(run.info.status for run in runs) == ["FINISHED", "FINISHED"]
@@ -66,13 +69,14 @@ def test_a_killed_seed_resumes_and_equals_an_uninterrupted_run(study_dir: Path):
 
 @pytest.mark.slow
 def test_two_processes_cannot_train_the_same_seed(study_dir: Path):
-    first = subprocess.Popen(train("--seed", "6"), stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)  # fmt: skip
-    wait_for(lambda: Path("runs/seed-6.partial").exists(), first)
-    second = subprocess.run(train("--seed", "6"), capture_output=True, text=True)
-    assert second.returncode == 2
+    config = load_config(None, [*SETTINGS, "train.seed=6"], profile="smoke")
+    with seed_lock(config):  # this process is training seed 6 ...
+        second = subprocess.run(train("--seed", "6"), capture_output=True, text=True)
+    assert second.returncode == 2  # ... so another one stops at once
     assert "seed 6 is being trained by another process" in second.stderr
-    assert first.wait() == 0 and Path("runs/seed-6/metrics.json").is_file()
+    assert not Path("runs/seed-6.partial").exists()
+    first = subprocess.run(train("--seed", "6"), capture_output=True, text=True)
+    assert first.returncode == 0 and Path("runs/seed-6/metrics.json").is_file()
     again = subprocess.run(train("--seed", "6"), capture_output=True, text=True)
     assert again.returncode == 2 and "already finished" in again.stderr  # never retrained
 

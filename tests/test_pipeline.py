@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +37,8 @@ def _set_params(project: Path, **values) -> None:
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A git + DVC repository holding the pipeline, its sources and the offline data."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    # dvc, and the `seedvar` commands of the stages, from this environment even if not activated
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     shutil.copytree(REPO / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "data" / "offline", tmp_path / "data" / "offline")
     shutil.copy(REPO / "dvc.yaml", tmp_path)

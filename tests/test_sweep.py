@@ -26,13 +26,13 @@ STORAGE = "sqlite:///sweeps/optuna.db"
 
 
 def _sweep_runs(name: str) -> list:
-    client = MlflowClient("sqlite:///mlruns/mlflow.db")
+    client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
     experiment = client.get_experiment_by_name("seedvar").experiment_id
     return client.search_runs([experiment], f"tags.`seedvar.sweep` = '{name}'")
 
 
 def _children(parent_id: str) -> list:
-    client = MlflowClient("sqlite:///mlruns/mlflow.db")
+    client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
     experiment = client.get_experiment_by_name("seedvar").experiment_id
     return client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{parent_id}'")
 

@@ -42,7 +42,7 @@ def test_one_seed_is_trained_evaluated_and_tracked(study_dir: Path):
     saved = json.loads((result.seed_dir / "metrics.json").read_text())
     assert set(SUBCASES) <= set(saved) and 0 <= saved["MNLI dev acc."] <= 1
 
-    client = MlflowClient("sqlite:///mlruns/mlflow.db")
+    client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
     run = client.get_run(result.run_id)
     assert run.info.status == "FINISHED" and run.info.run_name == "seed-3"
     metrics = run.data.metrics

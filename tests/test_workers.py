@@ -62,7 +62,7 @@ def test_three_workers_one_killed_every_seed_finishes_once(postgres_url: str, st
     assert len(retry) == 1 and retry[0].state.name == "COMPLETE"
     assert all(Path(f"runs/seed-{seed}/metrics.json").is_file() for seed in SEEDS)
 
-    client = MlflowClient("sqlite:///mlruns/mlflow.db")
+    client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
     experiment = client.get_experiment_by_name("seedvar").experiment_id
     finished = client.search_runs([experiment], "tags.`seedvar.role` = 'seed' and "
                                   "attributes.status = 'FINISHED'")  # fmt: skip

@@ -114,7 +114,7 @@ def write_sweep_outputs(study: optuna.Study, out_dir: Path) -> list[Path]:
     shown = table[[c for c in columns if c in table]]
     report = (
         f"# Sweep `{study.study_name}`\n\n{sweep_verdict(table)}\n\n"
-        f"{shown.to_markdown(index=False, floatfmt='.4f')}\n\n"
+        f"{shown.to_markdown(index=False, floatfmt='.4g')}\n\n"
         + "".join(f"![{name}]({name}.png)\n\n" for name in figures)
     )
     (out_dir / "report.md").write_text(report)

@@ -29,8 +29,12 @@ BATCH = 100  # MLflow accepts at most 100 params (1000 metrics) per log_batch ca
 
 
 def tracking_uri(tracking: TrackingConfig) -> str:
-    """Config value, else MLFLOW_TRACKING_URI, else the SQLite store under mlruns/."""
-    return tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+    """Config value, else MLFLOW_TRACKING_URI, else the SQLite store under mlruns/; a relative
+    SQLite path is made absolute (MLflow caches stores by URI, not by working directory)."""
+    uri = tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        uri = f"sqlite:///{Path(uri.removeprefix('sqlite:///')).resolve()}"
+    return uri
 
 
 def check_reachable(config: Config) -> None:
