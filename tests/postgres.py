@@ -47,7 +47,7 @@ def postgres_server() -> Iterator[str]:
     run([_bin("pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"])
     try:
         run([_bin("createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "seedvar"])
-        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/seedvar"
+        yield f"postgresql://postgres@127.0.0.1:{port}/seedvar"
     finally:
         run([_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"])
         shutil.rmtree(root, ignore_errors=True)

@@ -104,7 +104,7 @@ def test_unreachable_study_database_fails_fast(study_dir: Path):
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "seedvar.cli", "worker", "--study", "s",
-         "--storage", "postgresql+psycopg2://postgres@127.0.0.1:9/nothing"],
+         "--storage", "postgresql://postgres@127.0.0.1:9/nothing"],
         capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 2 and "cannot open the study storage" in done.stderr
