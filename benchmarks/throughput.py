@@ -10,7 +10,7 @@ Each of seedvar's speed-ups is measured on its own:
   tokenization: first tokenization vs the on-disk cache that later seeds and stages reuse
   memory: peak resident memory of one seed (a child process running `seedvar train`)
 
-Usage:  python benchmarks/throughput.py [--steps 40] [--eval-examples 2000]
+Usage:  pip install -e '.[bench]' && python benchmarks/throughput.py [--steps 40]
 Writes: benchmarks/results/throughput-<device>.json
 """
 
@@ -64,7 +64,7 @@ def baseline_trainer(padded, steps: int, workdir: str) -> Trainer:
     args = TrainingArguments(
         output_dir=workdir, per_device_train_batch_size=BATCH,
         per_device_eval_batch_size=EVAL_BATCH, max_steps=steps, learning_rate=2e-5,
-        weight_decay=0.01, warmup_ratio=0.1,
+        weight_decay=0.01, warmup_steps=max(1, steps // 10),
         use_cpu=True, report_to=[], save_strategy="no", logging_strategy="no",
         disable_tqdm=True, seed=0, dataloader_pin_memory=False,
     )  # fmt: skip
