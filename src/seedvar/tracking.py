@@ -267,11 +267,10 @@ def log_study_results(config: Config, metrics: dict[str, float], folders: list[P
     """Log the study's aggregate metrics and files (results, report) on its parent run."""
     client, experiment = open_store(config)
     run_id = study_run_id(client, experiment, config)
-    study = SeedRun(client, run_id)
     items = [Metric(key, float(v), int(time.time() * 1000), 0) for key, v in metrics.items()]
     for start in range(0, len(items), 1000):
         client.log_batch(run_id, metrics=items[start : start + 1000])
     for folder in folders:
         client.log_artifacts(run_id, str(folder), folder.name)
     client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
-    return study.run_id
+    return run_id
