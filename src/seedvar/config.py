@@ -65,6 +65,7 @@ class TrainConfig(Section):
     precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = "auto"
     accelerator: Literal["auto", "cpu", "gpu"] = "auto"
     eval_batch_size: int = Field(256, gt=0)
+    compile: bool = False
     log_every_n_steps: int = Field(50, gt=0)
     checkpoint_every_n_steps: int = Field(500, gt=0)
 

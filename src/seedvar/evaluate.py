@@ -46,13 +46,16 @@ def predict_logits(
     lengths = np.array([len(ids) for ids in columns["input_ids"]])
     order = np.argsort(-lengths, kind="stable")
     collate = PadToLongest(pad_token_id)
-    logits = np.empty((len(dataset), model.config.num_labels), dtype=np.float32)
+    outputs = []  # stay on the device: one copy to the host at the end, no sync per batch
     for start in tqdm(range(0, len(order), batch_size), desc=description, unit="batch"):
         rows = order[start : start + batch_size]
         batch = collate([{name: values[i] for name, values in columns.items()} for i in rows])
         batch = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
         with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
-            logits[rows] = model(**batch).logits.float().cpu().numpy()
+            outputs.append(model(**batch).logits.float())
+    logits = np.empty((len(dataset), model.config.num_labels), dtype=np.float32)
+    if outputs:
+        logits[order] = torch.cat(outputs).cpu().numpy()
     return logits
 
 

@@ -21,6 +21,7 @@ OFFLINE_MINILM = "minilm-offline"
 TINY_RANDOM = "tiny-random-bert"
 ID2LABEL = dict(enumerate(MNLI_LABELS))
 LABEL2ID = {label: index for index, label in ID2LABEL.items()}
+ATTENTION = "sdpa"  # PyTorch's fused scaled-dot-product attention (flash / memory-efficient)
 TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 
 
@@ -57,11 +58,14 @@ def load_model(name: str, init_seed: int) -> PreTrainedModel:
     labels = dict(num_labels=len(ID2LABEL), id2label=ID2LABEL, label2id=LABEL2ID)
     if name == TINY_RANDOM:
         vocab_size = len(load_tokenizer(name))
-        return BertForSequenceClassification(
-            BertConfig(vocab_size=vocab_size, **TINY_CONFIG, **labels)
+        config = BertConfig(
+            vocab_size=vocab_size, attn_implementation=ATTENTION, **TINY_CONFIG, **labels
         )
+        return BertForSequenceClassification(config)
     try:
-        return AutoModelForSequenceClassification.from_pretrained(_source(name), **labels)
+        return AutoModelForSequenceClassification.from_pretrained(
+            _source(name), attn_implementation=ATTENTION, **labels
+        )
     except (OSError, ValueError) as error:
         raise ModelError(_cannot_load(name, error)) from None
 

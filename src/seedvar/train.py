@@ -21,7 +21,13 @@ from seedvar import tracking
 from seedvar.config import Config
 from seedvar.data.datamodule import NLIDataModule
 from seedvar.data.prepared import StudyInputs, study_inputs
-from seedvar.device import autocast_dtype, device_name, evaluation_device, resolve_precision
+from seedvar.device import (
+    autocast_dtype,
+    device_name,
+    evaluation_device,
+    resolve_precision,
+    use_gpu,
+)
 from seedvar.errors import OutputExistsError
 from seedvar.evaluate import evaluate_sets
 from seedvar.model import NLIClassifier
@@ -59,6 +65,8 @@ def fine_tune(
         learning_rate=train.learning_rate,
         weight_decay=train.weight_decay,
         warmup_ratio=train.warmup_ratio,
+        log_every_n_steps=train.log_every_n_steps,
+        compile=train.compile,
     )
     datamodule = NLIDataModule(
         tokenized["train"],
@@ -68,6 +76,7 @@ def fine_tune(
         eval_batch_size=train.eval_batch_size,
         data_seed=train.effective_data_seed,
         group_by_length=train.group_by_length,
+        pin_memory=use_gpu(config),
     )
     trainer = L.Trainer(
         accelerator=train.accelerator,

@@ -95,6 +95,7 @@ class NLIDataModule(L.LightningDataModule):
         eval_batch_size: int,
         data_seed: int,
         group_by_length: bool = True,
+        pin_memory: bool = False,
     ) -> None:
         super().__init__()
         self.train = train
@@ -104,16 +105,17 @@ class NLIDataModule(L.LightningDataModule):
         self.eval_batch_size = eval_batch_size
         self.data_seed = data_seed
         self.group_by_length = group_by_length
+        self.pin_memory = pin_memory  # page-locked batches copy to a GPU without blocking
 
     def train_dataloader(self) -> DataLoader:
         lengths = [len(ids) for ids in self.train["input_ids"]]
         batches = SeededBatches(lengths, self.batch_size, self.data_seed, self.group_by_length)
         return DataLoader(self.train, batch_sampler=batches, collate_fn=self.collate,
-                          generator=self._own_generator())  # fmt: skip
+                          pin_memory=self.pin_memory, generator=self._own_generator())  # fmt: skip
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.validation, batch_size=self.eval_batch_size,
-                          collate_fn=self.collate, generator=self._own_generator())  # fmt: skip
+        return DataLoader(self.validation, batch_size=self.eval_batch_size, collate_fn=self.collate,
+                          pin_memory=self.pin_memory, generator=self._own_generator())  # fmt: skip
 
     def _own_generator(self) -> torch.Generator:
         """Each new DataLoader iterator draws a seed from its generator; with one of its own it

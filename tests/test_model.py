@@ -1,0 +1,89 @@
+"""The LightningModule and prediction: dropout on while training, SDPA, torch.compile, order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+import lightning as L
+import numpy as np
+import pytest
+import torch
+
+from seedvar.data.datamodule import NLIDataModule
+from seedvar.data.mnli import load_mnli
+from seedvar.data.tokenized import tokenize_cached
+from seedvar.evaluate import predict_logits
+from seedvar.model import NLIClassifier
+from seedvar.pretrained import TINY_RANDOM, load_model, load_tokenizer
+from tests.conftest import OFFLINE
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory: pytest.TempPathFactory) -> tuple[datasets.Dataset, int]:
+    """64 real MNLI pairs, tokenized (lengths vary), and the pad token id."""
+    frame = load_mnli(str(OFFLINE / "mnli" / "validation_matched.parquet"), "validation_matched")
+    tokenizer = load_tokenizer(TINY_RANDOM)
+    cache = tmp_path_factory.mktemp("cache")
+    return tokenize_cached(frame.head(64), tokenizer, 128, cache), tokenizer.pad_token_id
+
+
+class TrainingModes(L.Callback):
+    """Records, per training batch, whether every module of the model is in training mode."""
+
+    def __init__(self) -> None:
+        self.all_training: list[bool] = []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:  # noqa: ANN001
+        self.all_training.append(all(m.training for m in module.model.modules()))
+
+
+def fit(module: NLIClassifier, data: datasets.Dataset, pad_id: int, steps: int,
+        callbacks: list[L.Callback]) -> None:  # fmt: skip
+    datamodule = NLIDataModule(data, data, pad_id, batch_size=8, eval_batch_size=32, data_seed=0)
+    trainer = L.Trainer(accelerator="cpu", max_steps=steps, logger=False, callbacks=callbacks,
+                        enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, num_sanity_val_steps=0)  # fmt: skip
+    trainer.fit(module, datamodule=datamodule)
+
+
+def test_dropout_is_on_while_training_a_model_handed_over_in_eval_mode(examples):
+    data, pad_id = examples
+    model = load_model(TINY_RANDOM, 0).eval()  # as from_pretrained returns it
+    modes = TrainingModes()
+    fit(NLIClassifier(model, 1e-3, 0.0, 0.0), data, pad_id, steps=3, callbacks=[modes])
+    assert modes.all_training == [True, True, True]
+
+
+def test_attention_is_pytorch_sdpa():
+    assert load_model(TINY_RANDOM, 0).config._attn_implementation == "sdpa"
+
+
+def test_predictions_come_back_in_row_order_whatever_the_batching(examples):
+    data, pad_id = examples
+    model = load_model(TINY_RANDOM, 0).eval()
+    one_by_one = predict_logits(model, data, pad_id, batch_size=1)
+    with torch.inference_mode():
+        row = {name: torch.tensor([values]) for name, values in data[0].items() if name != "labels"}
+        first = model(**row).logits[0].numpy()
+    np.testing.assert_allclose(one_by_one[0], first, atol=1e-5)
+    for batch_size in (7, 64):
+        np.testing.assert_allclose(predict_logits(model, data, pad_id, batch_size), one_by_one,
+                                   atol=1e-5)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_compiled_model_trains_and_keeps_its_weight_names(examples, tmp_path: Path):
+    data, pad_id = examples
+    plain = load_model(TINY_RANDOM, 0)
+    names = set(plain.state_dict())
+    module = NLIClassifier(load_model(TINY_RANDOM, 0), 1e-3, 0.0, 0.0, compile=True)
+    assert module.model._compiled_call_impl is not None
+    fit(module, data, pad_id, steps=2, callbacks=[])
+    assert set(module.model.state_dict()) == names
+    assert any(not torch.equal(a, b) for a, b in
+               zip(plain.parameters(), module.model.parameters(), strict=True))  # fmt: skip
+    module.model.save_pretrained(tmp_path)
+    reloaded = type(plain).from_pretrained(tmp_path).eval()
+    np.testing.assert_allclose(predict_logits(module.model, data, pad_id, 32),
+                               predict_logits(reloaded, data, pad_id, 32), atol=1e-4)  # fmt: skip
