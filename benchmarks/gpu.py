@@ -1,112 +1,160 @@
-"""GPU throughput of BERT-base fine-tuning (random weights: the hub is not needed).
+"""GPU throughput of seedvar fine-tuning BERT-base (random weights: the hub is not needed).
 
-Measures training tokens/s and model FLOPs utilisation at batch 32 with MNLI-like lengths
-(drawn from the real MNLI sample), bf16 mixed precision, fused AdamW and PyTorch SDPA
-attention, with and without torch.compile; projects one full seed (392,702 examples x 3
-epochs) and 100 seeds; and measures the gain from training several seeds at once on one GPU
-(several processes). Writes benchmarks/results/gpu.json. Run by benchmarks/gpu.sh.
+Trains through seedvar's own `fine_tune` (Lightning, bf16 mixed precision, fused AdamW,
+SDPA attention, length-grouped dynamically padded batches) on real MNLI pairs tokenized
+with the bert-base-uncased vocabulary, at batch 32; with and without torch.compile. Reports
+training examples/s, tokens/s (real tokens) and model FLOPs utilisation, projects one full
+seed (392,702 examples x 3 epochs) and 100 seeds, and measures the gain from training
+several seeds at once on one GPU (one process per seed). Run by benchmarks/gpu.sh; writes
+benchmarks/results/gpu.json. `--dry-run` checks the whole script on a CPU in minutes
+(tiny model, few steps; the numbers mean nothing).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
+import multiprocessing
+import tempfile
 import time
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
-import numpy as np
+import datasets
+import lightning as L
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
+from seedvar.config import Config, load_config
+from seedvar.data.mnli import load_mnli
+from seedvar.data.tokenized import tokenize_cached
+from seedvar.pretrained import OFFLINE_MINILM, TINY_CONFIG, load_tokenizer
+from seedvar.train import fine_tune
+
 REPO = Path(__file__).resolve().parents[1]
-MNLI_TRAIN, EPOCHS, SEEDS, BATCH = 392_702, 3, 100, 32
+MNLI_TRAIN, EPOCHS, SEEDS, BATCH, WARMUP_STEPS = 392_702, 3, 100, 32, 10
 PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12}  # dense bf16 tensor cores
 
 
-def mnli_lengths(count: int) -> np.ndarray:
-    """Token lengths of real MNLI pairs (bert-base-uncased vocabulary), cut at 128."""
-    from seedvar.data.mnli import load_mnli
-    from seedvar.pretrained import OFFLINE_MINILM, load_tokenizer
+def wall_clock() -> float:
+    """Seconds since the epoch, once the GPU has finished what it was given."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.time()
 
-    frame = load_mnli(str(REPO / "data/offline/mnli/train_sample.parquet"), "train").head(count)
+
+class StepClock(L.Callback):
+    """Wall-clock times and real tokens from the end of the warm-up steps to the last step."""
+
+    def __init__(self, warmup_steps: int) -> None:
+        self.warmup_steps = warmup_steps
+        self.tokens = 0
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:  # noqa: ANN001
+        if trainer.global_step == self.warmup_steps:
+            self.started = wall_clock()
+        elif trainer.global_step > self.warmup_steps:
+            self.tokens += int(batch["attention_mask"].sum())
+            self.ended = wall_clock()
+
+
+def random_bert(folder: Path, dry_run: bool) -> Path:
+    """bert-base-uncased's architecture (or the tiny test model) with random weights and the
+    bert-base-uncased vocabulary, saved as a local model folder seedvar can load."""
     tokenizer = load_tokenizer(OFFLINE_MINILM)
-    encoded = tokenizer(list(frame.premise), list(frame.hypothesis), truncation=True,
-                        max_length=128)  # fmt: skip
-    return np.array([len(ids) for ids in encoded["input_ids"]])
+    config = BertConfig(vocab_size=len(tokenizer), num_labels=3, **(TINY_CONFIG if dry_run else {}))
+    BertForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
 
 
-def train_throughput(steps: int, compile_model: bool, lengths: np.ndarray) -> dict[str, float]:
-    """Tokens/s of real (unpadded) tokens over `steps` steps after a warm-up."""
-    config = BertConfig(num_labels=3, attn_implementation="sdpa")
-    model = BertForSequenceClassification(config).cuda()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, fused=True)
-    step_fn = torch.compile(model) if compile_model else model
-    rng = np.random.default_rng(0)
-    # length-grouped batches, as seedvar trains: sort a window of batches by length
-    window = np.sort(rng.choice(lengths, size=(steps + 10) * BATCH))[::-1]
-    batches = window.reshape(steps + 10, BATCH)
-    rng.shuffle(batches)
-    tokens, started = 0, None
-    for index, batch_lengths in enumerate(batches):
-        if index == 10:
-            torch.cuda.synchronize()
-            started = time.perf_counter()
-        longest = int(batch_lengths.max())
-        ids = torch.randint(1000, 30000, (BATCH, longest), device="cuda")
-        mask = (torch.arange(longest, device="cuda")[None] < torch.tensor(batch_lengths,
-                device="cuda")[:, None]).long()  # fmt: skip
-        labels = torch.randint(0, 3, (BATCH,), device="cuda")
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step_fn(input_ids=ids, attention_mask=mask, labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if index >= 10:
-            tokens += int(batch_lengths.sum())
-    torch.cuda.synchronize()
-    seconds = time.perf_counter() - started
-    parameters = sum(p.numel() for p in model.parameters())
-    return {"tokens_per_s": tokens / seconds, "examples_per_s": steps * BATCH / seconds,
-            "flops_per_s": 6 * parameters * tokens / seconds, "parameters": parameters}  # fmt: skip
+def train_config(model_dir: Path, steps: int, compile_model: bool, dry_run: bool) -> Config:
+    overrides = [f"model.name={model_dir}", f"train.batch_size={BATCH}",
+                 f"train.max_steps={steps + WARMUP_STEPS}", f"train.compile={compile_model}",
+                 f"train.accelerator={'cpu' if dry_run else 'gpu'}"]  # fmt: skip
+    return load_config(None, overrides, profile="paper")
+
+
+def measure(model_dir: Path, train: datasets.Dataset, steps: int, compile_model: bool,
+            dry_run: bool) -> dict[str, float]:  # fmt: skip
+    """Training throughput of one seed through seedvar's `fine_tune`."""
+    config = train_config(model_dir, steps, compile_model, dry_run)
+    clock = StepClock(WARMUP_STEPS)
+    tokenized = {"train": train, "validation": train.select(range(BATCH))}
+    model = fine_tune(config, tokenized, load_tokenizer(str(model_dir)).pad_token_id, [clock])
+    weights = sum(p.numel() for name, p in model.named_parameters() if "embeddings" not in name)
+    seconds = clock.ended - clock.started
+    return {"examples_per_s": steps * BATCH / seconds, "tokens_per_s": clock.tokens / seconds,
+            "flops_per_s": 6 * weights * clock.tokens / seconds,
+            "non_embedding_parameters": weights, "started": clock.started,
+            "ended": clock.ended}  # fmt: skip
+
+
+def one_of_several(model_dir: Path, data_dir: Path, steps: int, dry_run: bool,
+                   start: Barrier, results: Queue) -> None:  # fmt: skip
+    """One process of `seeds_at_once`: load, wait for the others, train."""
+    train = datasets.load_from_disk(str(data_dir))
+    start.wait()
+    results.put(measure(model_dir, train, steps, False, dry_run))
+
+
+def seeds_at_once(processes: int, model_dir: Path, data_dir: Path, steps: int,
+                  dry_run: bool) -> list[dict[str, float]]:  # fmt: skip
+    """Train `processes` seeds at the same time, one process each, started together."""
+    context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
+    start, results = context.Barrier(processes), context.Queue()
+    children = [context.Process(target=one_of_several,
+                                args=(model_dir, data_dir, steps, dry_run, start, results))
+                for _ in range(processes)]  # fmt: skip
+    for child in children:
+        child.start()
+    outputs = [results.get(timeout=1800) for _ in children]  # a crashed child: no hang
+    for child in children:
+        child.join()
+    return outputs
+
+
+def projection(examples_per_s: float) -> dict[str, float]:
+    seed_hours = MNLI_TRAIN * EPOCHS / examples_per_s / 3600
+    return {"hours_per_seed": seed_hours, "hours_100_seeds": SEEDS * seed_hours}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--child", action="store_true", help="one process of the concurrency test")
+    parser.add_argument("--processes", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--dry-run", action="store_true", help="check on CPU with a tiny model")
     args = parser.parse_args()
-    lengths = mnli_lengths(20_000)
-    if args.child:
-        print(json.dumps(train_throughput(args.steps, False, lengths)))
-        return
-    name = torch.cuda.get_device_name(0)
-    peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
-    results = {"device": name, "batch": BATCH, "mean_mnli_tokens": float(lengths.mean())}
-    for label, compiled in (("eager", False), ("compiled", True)):
-        measured = train_throughput(args.steps, compiled, lengths)
-        seed_hours = MNLI_TRAIN * EPOCHS / measured["examples_per_s"] / 3600
-        mfu = measured["flops_per_s"] / peak if peak else None
-        results[label] = {**measured, "mfu": mfu, "hours_per_seed": seed_hours,
-                          "hours_100_seeds": SEEDS * seed_hours}  # fmt: skip
-    for processes in (2, 4):
-        command = [sys.executable, __file__, "--child", "--steps", str(args.steps)]
-        children = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-                    for _ in range(processes)]  # fmt: skip
-        outputs = [
-            json.loads(child.communicate()[0].strip().splitlines()[-1]) for child in children
-        ]
-        total = sum(o["examples_per_s"] for o in outputs)
-        results[f"{processes}_seeds_at_once"] = {
-            "examples_per_s_total": total,
-            "gain_vs_one": total / results["eager"]["examples_per_s"],
-            "hours_100_seeds": SEEDS * MNLI_TRAIN * EPOCHS / total / 3600,
-        }
-    out = REPO / "benchmarks" / "results" / "gpu.json"
-    out.write_text(json.dumps(results, indent=2))
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = random_bert(Path(tmp) / "model", args.dry_run)
+        frame = load_mnli(str(REPO / "data/offline/mnli/train_sample.parquet"), "train")
+        frame = frame.sample(n=(args.steps + WARMUP_STEPS) * BATCH, random_state=0)
+        train = tokenize_cached(frame, load_tokenizer(str(model_dir)), 128, Path(tmp) / "cache")
+        data_dir = Path(tmp) / "train"
+        train.save_to_disk(str(data_dir))
+        device = "cpu (dry run)" if args.dry_run else torch.cuda.get_device_name(0)
+        peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in device), None)
+        mean_tokens = sum(map(len, train["input_ids"])) / len(train)
+        results: dict[str, object] = {"device": device, "batch": BATCH, "steps": args.steps,
+                                      "mean_real_tokens_per_pair": mean_tokens}  # fmt: skip
+        for label, compiled in (("eager", False), ("compiled", True)):
+            measured = measure(model_dir, train, args.steps, compiled, args.dry_run)
+            mfu = measured["flops_per_s"] / peak if peak else None
+            results[label] = {**measured, "mfu": mfu, **projection(measured["examples_per_s"])}
+        one = results["eager"]["examples_per_s"]
+        for processes in args.processes:
+            outputs = seeds_at_once(processes, model_dir, data_dir, args.steps, args.dry_run)
+            # every seed's measured steps over the whole span: any stagger counts against it
+            span = max(o["ended"] for o in outputs) - min(o["started"] for o in outputs)
+            total = processes * args.steps * BATCH / span
+            results[f"{processes}_seeds_at_once"] = {
+                "examples_per_s_total": total, "gain_vs_one": total / one,
+                "hours_100_seeds": projection(total)["hours_100_seeds"],
+            }  # fmt: skip
     print(json.dumps(results, indent=2))
+    if not args.dry_run:
+        (REPO / "benchmarks" / "results" / "gpu.json").write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -9,13 +9,14 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
+from transformers import BertConfig, BertForSequenceClassification
 
 from seedvar.data.datamodule import NLIDataModule
 from seedvar.data.mnli import load_mnli
 from seedvar.data.tokenized import tokenize_cached
 from seedvar.evaluate import predict_logits
 from seedvar.model import NLIClassifier
-from seedvar.pretrained import TINY_RANDOM, load_model, load_tokenizer
+from seedvar.pretrained import TINY_CONFIG, TINY_RANDOM, load_model, load_tokenizer
 from tests.conftest import OFFLINE
 
 
@@ -87,3 +88,13 @@ def test_compiled_model_trains_and_keeps_its_weight_names(examples, tmp_path: Pa
     reloaded = type(plain).from_pretrained(tmp_path).eval()
     np.testing.assert_allclose(predict_logits(module.model, data, pad_id, 32),
                                predict_logits(reloaded, data, pad_id, 32), atol=1e-4)  # fmt: skip
+
+
+def test_a_local_model_with_another_head_gets_a_new_three_way_head(tmp_path: Path):
+    config = BertConfig(vocab_size=len(load_tokenizer(TINY_RANDOM)), num_labels=2, **TINY_CONFIG)
+    two_way = BertForSequenceClassification(config)
+    two_way.save_pretrained(tmp_path)
+    model = load_model(str(tmp_path), 0)
+    assert model.classifier.weight.shape == (3, TINY_CONFIG["hidden_size"])
+    assert model.config.id2label == {0: "entailment", 1: "neutral", 2: "contradiction"}
+    assert torch.equal(model.bert.pooler.dense.weight, two_way.bert.pooler.dense.weight)

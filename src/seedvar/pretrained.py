@@ -64,7 +64,11 @@ def load_model(name: str, init_seed: int) -> PreTrainedModel:
         return BertForSequenceClassification(config)
     try:
         return AutoModelForSequenceClassification.from_pretrained(
-            _source(name), attn_implementation=ATTENTION, **labels
+            # a classifier head of another size (a model fine-tuned on another task) is redrawn
+            _source(name),
+            attn_implementation=ATTENTION,
+            ignore_mismatched_sizes=True,
+            **labels,
         )
     except (OSError, ValueError) as error:
         raise ModelError(_cannot_load(name, error)) from None
