@@ -85,3 +85,17 @@ def test_a_second_submit_enqueues_nothing_twice(postgres_url: str, study_dir: Pa
                                    *RECIPE, "--set", "train.learning_rate=0.5"),
                            capture_output=True, text=True)  # fmt: skip
     assert other.returncode == 2 and "already holds another recipe" in other.stderr
+
+
+def test_devices_start_one_worker_per_entry(postgres_url: str, study_dir: Path):
+    recipe = ["--profile", "smoke", "--set", "seeds=[0,1,2,3]", "--set",
+              "data.max_train_examples=100", "--set", "data.max_eval_examples=100"]  # fmt: skip
+    submit = seedvar("submit", "--storage", postgres_url, "--study", "gpus", *recipe)
+    assert subprocess.run(submit, capture_output=True).returncode == 0
+    worker = seedvar("worker", "--storage", postgres_url, "--study", "gpus", "--devices", "0,0,1")
+    assert subprocess.run(worker, capture_output=True).returncode == 0
+    trials = optuna.load_study(study_name="gpus", storage=postgres_url).get_trials()
+    done = [t for t in trials if t.state.name == "COMPLETE"]
+    assert sorted(t.params["seed"] for t in done) == [0, 1, 2, 3]
+    assert {t.user_attrs["gpus"] for t in done} <= {"0", "1"}
+    assert len({t.user_attrs["worker"] for t in done}) >= 2  # the seeds were shared out

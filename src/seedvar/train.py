@@ -14,6 +14,7 @@ from pathlib import Path
 
 import datasets
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import TQDMProgressBar
 from transformers import PreTrainedModel
 
@@ -60,6 +61,8 @@ def fine_tune(
     """Train one seed with a Lightning Trainer; returns the fine-tuned transformers model."""
     train = config.train
     L.seed_everything(train.effective_init_seed, verbose=False)
+    if use_gpu(config):
+        torch.set_float32_matmul_precision("high")  # TF32 for what bf16 autocast keeps in fp32
     module = NLIClassifier(
         load_model(config.model.name, train.effective_init_seed),
         learning_rate=train.learning_rate,

@@ -76,6 +76,7 @@ def _seed_objective(trial: optuna.Trial, config: Config, done: list[int]) -> flo
         raise optuna.TrialPruned("no seed was waiting when this trial began")  # a lost race
     seed = trial.suggest_categorical("seed", config.seeds)
     trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
+    trial.set_user_attr("gpus", os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
     seed_config = config.model_copy(
         update={"train": config.train.model_copy(update={"seed": seed})}
     )
@@ -111,7 +112,8 @@ def work(storage: str, study_name: str, heartbeat_seconds: int = 30, poll_second
 
 def work_on_devices(storage: str, study_name: str, devices: list[str], heartbeat_seconds: int
                     ) -> int:  # fmt: skip
-    """One worker process per GPU (CUDA_VISIBLE_DEVICES), all pulling from the same study."""
+    """One worker process per entry of `devices` (its CUDA_VISIBLE_DEVICES), all pulling from
+    the same study; a GPU named twice trains two seeds at once."""
     command = [sys.executable, "-m", "seedvar.cli", "worker", "--storage", storage,
                "--study", study_name, "--heartbeat", str(heartbeat_seconds)]  # fmt: skip
     processes = [
