@@ -116,18 +116,23 @@ def timed_predictions(model: PreTrainedModel, tokens: datasets.Dataset, pad_id: 
     return time.perf_counter() - started, logits
 
 
-def peak_memory_of_one_seed(workdir: Path) -> float:
-    """Peak resident memory (MiB) of `seedvar train --profile cpu` on a short run."""
+def last_line_of_python(workdir: Path, *arguments: str) -> str:
+    """Run `python *arguments` in a fresh folder that sees the repo's data; its last line."""
     workdir.mkdir()
     (workdir / "data").symlink_to(REPO / "data")
+    done = subprocess.run([sys.executable, *arguments], cwd=workdir, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    return done.stdout.strip().splitlines()[-1]
+
+
+def peak_memory_of_one_seed(workdir: Path) -> float:
+    """Peak resident memory (MiB) of `seedvar train --profile cpu` on a short run."""
     command = [sys.executable, "-m", "seedvar.cli", "train", "--profile", "cpu",
                "--set", "data.max_train_examples=320", "--set", "data.max_eval_examples=500",
                "--set", "data.max_val_examples=100"]  # fmt: skip
     script = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", script, *command], cwd=workdir,
-                          capture_output=True, text=True, check=True)  # fmt: skip
-    return int(done.stdout.strip().splitlines()[-1]) / 1024
+    return int(last_line_of_python(workdir, "-c", script, *command)) / 1024
 
 
 GROWTH_SCRIPT = """
@@ -149,11 +154,7 @@ print(json.dumps(after))
 
 def memory_over_seeds_in(workdir: Path) -> list[float]:
     """Resident memory (MiB) of one process after each of 5 seeds, as a worker runs them."""
-    workdir.mkdir()
-    (workdir / "data").symlink_to(REPO / "data")
-    done = subprocess.run([sys.executable, "-c", GROWTH_SCRIPT], cwd=workdir, check=True,
-                          capture_output=True, text=True)  # fmt: skip
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(last_line_of_python(workdir, "-c", GROWTH_SCRIPT))
 
 
 def tokenization(tokenizer, cache: Path) -> dict[str, float]:  # noqa: ANN001
