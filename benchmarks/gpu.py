@@ -30,7 +30,7 @@ from seedvar.config import Config, load_config
 from seedvar.data.mnli import load_mnli
 from seedvar.data.tokenized import tokenize_cached
 from seedvar.pretrained import OFFLINE_MINILM, TINY_CONFIG, load_tokenizer
-from seedvar.train import fine_tune
+from seedvar.training.fit import fine_tune
 
 REPO = Path(__file__).resolve().parents[1]
 MNLI_TRAIN, EPOCHS, SEEDS, BATCH, WARMUP_STEPS = 392_702, 3, 100, 32, 10
@@ -70,14 +70,19 @@ def random_bert(folder: Path, dry_run: bool) -> Path:
 
 
 def train_config(model_dir: Path, steps: int, compile_model: bool, dry_run: bool) -> Config:
-    overrides = [f"model.name={model_dir}", f"train.batch_size={BATCH}",
-                 f"train.max_steps={steps + WARMUP_STEPS}", f"train.compile={compile_model}",
-                 f"train.accelerator={'cpu' if dry_run else 'gpu'}"]  # fmt: skip
+    overrides = [
+        f"model.name={model_dir}",
+        f"train.batch_size={BATCH}",
+        f"train.max_steps={steps + WARMUP_STEPS}",
+        f"train.compile={compile_model}",
+        f"train.accelerator={'cpu' if dry_run else 'gpu'}",
+    ]
     return load_config(None, overrides, profile="paper")
 
 
-def measure(model_dir: Path, train: datasets.Dataset, steps: int, compile_model: bool,
-            dry_run: bool) -> dict[str, float]:  # fmt: skip
+def measure(
+    model_dir: Path, train: datasets.Dataset, steps: int, compile_model: bool, dry_run: bool
+) -> dict[str, float]:
     """Training throughput of one seed through seedvar's `fine_tune`."""
     config = train_config(model_dir, steps, compile_model, dry_run)
     clock = StepClock(WARMUP_STEPS)
@@ -85,28 +90,37 @@ def measure(model_dir: Path, train: datasets.Dataset, steps: int, compile_model:
     model = fine_tune(config, tokenized, load_tokenizer(str(model_dir)).pad_token_id, [clock])
     weights = sum(p.numel() for name, p in model.named_parameters() if "embeddings" not in name)
     seconds = clock.ended - clock.started
-    return {"examples_per_s": steps * BATCH / seconds, "tokens_per_s": clock.tokens / seconds,
-            "flops_per_s": 6 * weights * clock.tokens / seconds,
-            "non_embedding_parameters": weights, "started": clock.started,
-            "ended": clock.ended}  # fmt: skip
+    return {
+        "examples_per_s": steps * BATCH / seconds,
+        "tokens_per_s": clock.tokens / seconds,
+        "flops_per_s": 6 * weights * clock.tokens / seconds,
+        "non_embedding_parameters": weights,
+        "started": clock.started,
+        "ended": clock.ended,
+    }
 
 
-def one_of_several(model_dir: Path, data_dir: Path, steps: int, dry_run: bool,
-                   start: Barrier, results: Queue) -> None:  # fmt: skip
+def one_of_several(
+    model_dir: Path, data_dir: Path, steps: int, dry_run: bool, start: Barrier, results: Queue
+) -> None:
     """One process of `seeds_at_once`: load, wait for the others, train."""
     train = datasets.load_from_disk(str(data_dir))
     start.wait()
     results.put(measure(model_dir, train, steps, False, dry_run))
 
 
-def seeds_at_once(processes: int, model_dir: Path, data_dir: Path, steps: int,
-                  dry_run: bool) -> list[dict[str, float]]:  # fmt: skip
+def seeds_at_once(
+    processes: int, model_dir: Path, data_dir: Path, steps: int, dry_run: bool
+) -> list[dict[str, float]]:
     """Train `processes` seeds at the same time, one process each, started together."""
     context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
     start, results = context.Barrier(processes), context.Queue()
-    children = [context.Process(target=one_of_several,
-                                args=(model_dir, data_dir, steps, dry_run, start, results))
-                for _ in range(processes)]  # fmt: skip
+    children = [
+        context.Process(
+            target=one_of_several, args=(model_dir, data_dir, steps, dry_run, start, results)
+        )
+        for _ in range(processes)
+    ]
     for child in children:
         child.start()
     outputs = [results.get(timeout=1800) for _ in children]  # a crashed child: no hang
@@ -136,8 +150,12 @@ def main() -> None:
         device = "cpu (dry run)" if args.dry_run else torch.cuda.get_device_name(0)
         peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in device), None)
         mean_tokens = sum(map(len, train["input_ids"])) / len(train)
-        results: dict[str, object] = {"device": device, "batch": BATCH, "steps": args.steps,
-                                      "mean_real_tokens_per_pair": mean_tokens}  # fmt: skip
+        results: dict[str, object] = {
+            "device": device,
+            "batch": BATCH,
+            "steps": args.steps,
+            "mean_real_tokens_per_pair": mean_tokens,
+        }
         for label, compiled in (("eager", False), ("compiled", True)):
             measured = measure(model_dir, train, args.steps, compiled, args.dry_run)
             mfu = measured["flops_per_s"] / peak if peak else None
@@ -149,9 +167,10 @@ def main() -> None:
             span = max(o["ended"] for o in outputs) - min(o["started"] for o in outputs)
             total = processes * args.steps * BATCH / span
             results[f"{processes}_seeds_at_once"] = {
-                "examples_per_s_total": total, "gain_vs_one": total / one,
+                "examples_per_s_total": total,
+                "gain_vs_one": total / one,
                 "hours_100_seeds": projection(total)["hours_100_seeds"],
-            }  # fmt: skip
+            }
     print(json.dumps(results, indent=2))
     if not args.dry_run:
         (REPO / "benchmarks" / "results" / "gpu.json").write_text(json.dumps(results, indent=2))

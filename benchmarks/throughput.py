@@ -37,10 +37,10 @@ from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArgu
 from seedvar.config import Config, load_config
 from seedvar.data.mnli import load_mnli
 from seedvar.data.tokenized import tokenize_cached
-from seedvar.device import resolve_precision
-from seedvar.evaluate import predict_logits
 from seedvar.pretrained import OFFLINE_MINILM, load_model, load_tokenizer
-from seedvar.train import fine_tune
+from seedvar.training.device import resolve_precision
+from seedvar.training.fit import fine_tune
+from seedvar.training.predict import predict_logits
 
 REPO = Path(__file__).resolve().parents[1]
 MNLI = REPO / "data" / "offline" / "mnli"
@@ -92,22 +92,32 @@ def seedvar_train(tokenized: dict[str, datasets.Dataset], pad_id: int, config: C
 def baseline_train(padded: datasets.Dataset, config: Config, workdir: str) -> tuple[float, Trainer]:
     """Seconds for the same steps with a Trainer on pad-to-128 batches; and the Trainer."""
     args = TrainingArguments(
-        output_dir=workdir, per_device_train_batch_size=BATCH,
-        per_device_eval_batch_size=EVAL_BATCH, max_steps=config.train.max_steps,
-        learning_rate=config.train.learning_rate, weight_decay=config.train.weight_decay,
+        output_dir=workdir,
+        per_device_train_batch_size=BATCH,
+        per_device_eval_batch_size=EVAL_BATCH,
+        max_steps=config.train.max_steps,
+        learning_rate=config.train.learning_rate,
+        weight_decay=config.train.weight_decay,
         warmup_steps=int(config.train.warmup_ratio * config.train.max_steps),
-        use_cpu=not torch.cuda.is_available(), bf16=resolve_precision(config) == "bf16-mixed",
-        report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True, seed=0,
-    )  # fmt: skip
+        use_cpu=not torch.cuda.is_available(),
+        bf16=resolve_precision(config) == "bf16-mixed",
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+    )
     clock = TrainerClock()
-    trainer = Trainer(model=load_model(OFFLINE_MINILM, 0), args=args, train_dataset=padded,
-                      callbacks=[clock])  # fmt: skip
+    trainer = Trainer(
+        model=load_model(OFFLINE_MINILM, 0), args=args, train_dataset=padded, callbacks=[clock]
+    )
     trainer.train()
     return clock.seconds, trainer
 
 
-def timed_predictions(model: PreTrainedModel, tokens: datasets.Dataset, pad_id: int,
-                      batch: int, inference_mode: bool) -> tuple[float, np.ndarray]:  # fmt: skip
+def timed_predictions(
+    model: PreTrainedModel, tokens: datasets.Dataset, pad_id: int, batch: int, inference_mode: bool
+) -> tuple[float, np.ndarray]:
     """seedvar's evaluation; without inference_mode it runs under plain no_grad."""
     predict = predict_logits if inference_mode else predict_logits.__wrapped__
     started = time.perf_counter()
@@ -120,25 +130,39 @@ def last_line_of_python(workdir: Path, *arguments: str) -> str:
     """Run `python *arguments` in a fresh folder that sees the repo's data; its last line."""
     workdir.mkdir()
     (workdir / "data").symlink_to(REPO / "data")
-    done = subprocess.run([sys.executable, *arguments], cwd=workdir, capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, *arguments], cwd=workdir, capture_output=True, text=True, check=True
+    )
     return done.stdout.strip().splitlines()[-1]
 
 
 def peak_memory_of_one_seed(workdir: Path) -> float:
     """Peak resident memory (MiB) of `seedvar train --profile cpu` on a short run."""
-    command = [sys.executable, "-m", "seedvar.cli", "train", "--profile", "cpu",
-               "--set", "data.max_train_examples=320", "--set", "data.max_eval_examples=500",
-               "--set", "data.max_val_examples=100"]  # fmt: skip
-    script = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
-              "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "seedvar.cli",
+        "train",
+        "--profile",
+        "cpu",
+        "--set",
+        "data.max_train_examples=320",
+        "--set",
+        "data.max_eval_examples=500",
+        "--set",
+        "data.max_val_examples=100",
+    ]
+    script = (
+        "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
     return int(last_line_of_python(workdir, "-c", script, *command)) / 1024
 
 
 GROWTH_SCRIPT = """
 import gc, json
 from seedvar.config import load_config
-from seedvar.train import run_seed
+from seedvar.study.seed import run_seed
 def rss_mib():
     line = next(l for l in open("/proc/self/status") if l.startswith("VmRSS"))
     return int(line.split()[1]) / 1024
@@ -159,8 +183,11 @@ def memory_over_seeds_in(workdir: Path) -> list[float]:
 
 def tokenization(tokenizer, cache: Path) -> dict[str, float]:  # noqa: ANN001
     """The study's three MNLI files tokenized once, then loaded from the cache."""
-    files = {"train": "train_sample", "validation_matched": "validation_matched",
-             "validation_mismatched": "validation_mismatched"}  # fmt: skip
+    files = {
+        "train": "train_sample",
+        "validation_matched": "validation_matched",
+        "validation_mismatched": "validation_mismatched",
+    }
     frames = [load_mnli(str(MNLI / f"{file}.parquet"), split) for split, file in files.items()]
     timings = []
     for _ in range(2):
@@ -168,13 +195,19 @@ def tokenization(tokenizer, cache: Path) -> dict[str, float]:  # noqa: ANN001
         for frame in frames:
             tokenize_cached(frame, tokenizer, MAX_LENGTH, cache)
         timings.append(time.perf_counter() - started)
-    return {"examples": sum(map(len, frames)), "first_s": timings[0], "cached_s": timings[1],
-            "speedup": timings[0] / timings[1]}  # fmt: skip
+    return {
+        "examples": sum(map(len, frames)),
+        "first_s": timings[0],
+        "cached_s": timings[1],
+        "speedup": timings[0] / timings[1],
+    }
 
 
 def throughput(seconds: dict[str, float], examples: int, tokens: int) -> dict[str, dict]:
-    return {name: {"seconds": s, "examples_per_s": examples / s, "tokens_per_s": tokens / s}
-            for name, s in seconds.items()}  # fmt: skip
+    return {
+        name: {"seconds": s, "examples_per_s": examples / s, "tokens_per_s": tokens / s}
+        for name, s in seconds.items()
+    }
 
 
 def main() -> None:
@@ -190,22 +223,35 @@ def main() -> None:
     evaluation = load_mnli(str(MNLI / "validation_matched.parquet"), "validation_matched")
     evaluation = evaluation.head(args.eval_examples)
     grouped = seedvar_config(args.steps, group_by_length=True)
-    results: dict[str, object] = {"setup": {
-        "machine": platform.machine(), "threads": torch.get_num_threads(),
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "torch": torch.__version__, "model": "all-MiniLM-L6-v2 (offline)", "batch": BATCH,
-        "eval_batch_baseline": EVAL_BATCH, "eval_batch_seedvar": grouped.train.eval_batch_size,
-        "max_length": MAX_LENGTH, "train_steps": args.steps, "eval_examples": len(evaluation),
-        "precision": resolve_precision(grouped),
-    }}  # fmt: skip
+    results: dict[str, object] = {
+        "setup": {
+            "machine": platform.machine(),
+            "threads": torch.get_num_threads(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "torch": torch.__version__,
+            "model": "all-MiniLM-L6-v2 (offline)",
+            "batch": BATCH,
+            "eval_batch_baseline": EVAL_BATCH,
+            "eval_batch_seedvar": grouped.train.eval_batch_size,
+            "max_length": MAX_LENGTH,
+            "train_steps": args.steps,
+            "eval_examples": len(evaluation),
+            "precision": resolve_precision(grouped),
+        }
+    }
 
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "cache"
         results["tokenization"] = tokenization(tokenizer, cache)
 
         def pad_all(rows: dict) -> dict:
-            return tokenizer(rows["premise"], rows["hypothesis"], truncation=True,
-                             max_length=MAX_LENGTH, padding="max_length")  # fmt: skip
+            return tokenizer(
+                rows["premise"],
+                rows["hypothesis"],
+                truncation=True,
+                max_length=MAX_LENGTH,
+                padding="max_length",
+            )
 
         def padded(data: pd.DataFrame) -> datasets.Dataset:
             as_dataset = datasets.Dataset.from_pandas(data.rename(columns={"label": "labels"}))
@@ -229,14 +275,16 @@ def main() -> None:
         baseline_logits = trainer.predict(padded(evaluation)).predictions
         model = trainer.model
         seconds = {"baseline_hf_trainer_predict_pad128": time.perf_counter() - started}
-        variants = (("seedvar_sorted_dynamic_padding_no_grad", EVAL_BATCH, False),
-                    ("seedvar_sorted_inference_mode", EVAL_BATCH, True),
-                    ("seedvar_sorted_inference_mode_large_batch",
-                     grouped.train.eval_batch_size, True))  # fmt: skip
+        variants = (
+            ("seedvar_sorted_dynamic_padding_no_grad", EVAL_BATCH, False),
+            ("seedvar_sorted_inference_mode", EVAL_BATCH, True),
+            ("seedvar_sorted_inference_mode_large_batch", grouped.train.eval_batch_size, True),
+        )
         agreement = {}
         for name, batch, inference_mode in variants:
-            seconds[name], logits = timed_predictions(model, eval_tokens, pad_id, batch,
-                                                      inference_mode)  # fmt: skip
+            seconds[name], logits = timed_predictions(
+                model, eval_tokens, pad_id, batch, inference_mode
+            )
             agreement[name] = float(np.mean(logits.argmax(1) == baseline_logits.argmax(1)))
         results["eval"] = throughput(seconds, len(evaluation), real_tokens(eval_tokens))
         base = seconds["baseline_hf_trainer_predict_pad128"]
@@ -256,8 +304,13 @@ def main() -> None:
     out.write_text(json.dumps(results, indent=2))
     print(pd.DataFrame(results["train"]).T.round(2).to_string())
     print(pd.DataFrame(results["eval"]).T.round(2).to_string())
-    headline = ("train_ratios", "eval_ratios", "eval_same_predictions_as_baseline",
-                "tokenization", "memory")  # fmt: skip
+    headline = (
+        "train_ratios",
+        "eval_ratios",
+        "eval_same_predictions_as_baseline",
+        "tokenization",
+        "memory",
+    )
     print(json.dumps({key: results[key] for key in headline}, indent=2))
     print(f"written to {out}")
 

@@ -40,8 +40,10 @@ def postgres_server() -> Iterator[str]:
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
     data, port = root / "data", _free_port()
-    run = lambda command: subprocess.run(_as_postgres(command), check=True,  # noqa: E731
-                                         capture_output=True, text=True)  # fmt: skip
+
+    def run(command: list[str]) -> None:
+        subprocess.run(_as_postgres(command), check=True, capture_output=True, text=True)
+
     run([_bin("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"])
     options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
     run([_bin("pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"])

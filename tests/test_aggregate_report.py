@@ -9,32 +9,37 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from seedvar.aggregate import aggregate, flat_headline
 from seedvar.config import load_config
-from seedvar.evaluate import prediction_frame, set_metrics
-from seedvar.metrics import SUBCASES
-from seedvar.report import plot_mnli_vs_hans, plot_subcases, write_report
+from seedvar.metrics import SUBCASES, EvalSet
+from seedvar.study.aggregate import aggregate, flat_headline
+from seedvar.study.evaluate import prediction_frame, prediction_metrics
+from seedvar.study.report import plot_mnli_vs_hans, plot_subcases, write_report
 from tests.conftest import OFFLINE
 
 SEEDS = [0, 1, 2, 3]
 REFERENCE = OFFLINE / "reference" / "mccoy2020_runs.csv"
 
 
-def _examples() -> dict[str, pd.DataFrame]:
-    mnli = pd.DataFrame({"idx": range(60), "label": np.arange(60) % 3})
+def _examples() -> dict[EvalSet, pd.DataFrame]:
+    mnli = pd.DataFrame({"id": [str(i) for i in range(60)], "label": np.arange(60) % 3})
     heuristic = {"l": "lexical_overlap", "s": "subsequence", "c": "constituent"}
     hans = pd.DataFrame(
         [
-            {"id": f"ex{i * 4 + k}", "label": int(s[1] == "n"), "heuristic": heuristic[s[0]],
-             "subcase": s, "template": None}
+            {
+                "id": f"ex{i * 4 + k}",
+                "label": int(s[1] == "n"),
+                "heuristic": heuristic[s[0]],
+                "subcase": s,
+                "template": None,
+            }
             for i, s in enumerate(SUBCASES)
             for k in range(4)
         ]
-    )  # fmt: skip
-    return {"mnli_matched": mnli, "mnli_mismatched": mnli, "hans": hans}
+    )
+    return {EvalSet.MNLI_MATCHED: mnli, EvalSet.MNLI_MISMATCHED: mnli, EvalSet.HANS: hans}
 
 
-def _write_seed(runs: Path, seed: int, examples: dict[str, pd.DataFrame]) -> None:
+def _write_seed(runs: Path, seed: int, examples: dict[EvalSet, pd.DataFrame]) -> None:
     rng = np.random.default_rng(seed)
     metrics = {}
     for name, frame in examples.items():
@@ -42,7 +47,7 @@ def _write_seed(runs: Path, seed: int, examples: dict[str, pd.DataFrame]) -> Non
         predictions = prediction_frame(name, frame, logits)
         (runs / f"seed-{seed}" / "predictions").mkdir(parents=True, exist_ok=True)
         predictions.to_parquet(runs / f"seed-{seed}" / "predictions" / f"{name}.parquet")
-        metrics.update(set_metrics(name, predictions))
+        metrics.update(prediction_metrics(name, predictions))
     (runs / f"seed-{seed}" / "metrics.json").write_text(json.dumps(metrics))
 
 
@@ -73,10 +78,13 @@ def test_aggregate_writes_every_table(results):
     hans = pd.read_csv(results_dir / "agreement_hans.csv")
     assert len(hans) == 120 and hans["n_seeds"].eq(4).all()
     by_hand = sum(
-        (pd.read_parquet(results_dir.parent / f"runs/seed-{s}/predictions/hans.parquet")
-         .eval("gold == predicted").to_numpy())
+        (
+            pd.read_parquet(results_dir.parent / f"runs/seed-{s}/predictions/hans.parquet")
+            .eval("gold == predicted")
+            .to_numpy()
+        )
         for s in SEEDS
-    )  # fmt: skip
+    )
     assert hans["n_correct"].tolist() == by_hand.tolist()
     mnli = pd.read_csv(results_dir / "agreement_mnli_matched.csv")
     assert len(mnli) == 60 and mnli["n_correct"].between(0, 4).all()

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from seedvar.analysis import (
+from seedvar.study.analysis import (
     agreement,
     bootstrap_mean_ci,
     compare_spread,
@@ -38,8 +38,9 @@ def test_bootstrap_interval_matches_the_normal_approximation():
 
 def test_correlations_linear_and_monotone():
     x = np.linspace(0.83, 0.85, 10)
-    table = pd.DataFrame({"MNLI dev acc.": x, "linear": 2 * x + 1, "monotone": np.exp(50 * x),
-                          "flat": np.ones(10)})  # fmt: skip
+    table = pd.DataFrame(
+        {"MNLI dev acc.": x, "linear": 2 * x + 1, "monotone": np.exp(50 * x), "flat": np.ones(10)}
+    )
     result = correlations(table, ["linear", "monotone", "flat"]).set_index("column")
     assert result.loc["linear", "pearson_r"] == pytest.approx(1.0)
     assert result.loc["monotone", "spearman_rho"] == pytest.approx(1.0)

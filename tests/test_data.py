@@ -10,23 +10,23 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from seedvar.data.datamodule import PadToLongest
 from seedvar.data.hans import canonical_hans, load_hans
 from seedvar.data.io import fingerprint, read_table, subsample
 from seedvar.data.mnli import load_mnli
 from seedvar.data.tokenized import tokenize_cached
 from seedvar.errors import DataError
 from seedvar.pretrained import load_tokenizer
+from seedvar.training.datamodule import PadToLongest
 from tests.conftest import FIXTURES, OFFLINE
 
-MNLI_COLUMNS = ["idx", "premise", "hypothesis", "label"]
+MNLI_COLUMNS = ["id", "premise", "hypothesis", "label"]
 
 
 def test_glue_tsv_keeps_quotes_and_maps_labels():
     frame = load_mnli(str(FIXTURES / "glue_dev_matched.tsv"), "validation_matched")
     assert list(frame.columns) == MNLI_COLUMNS
     assert frame["label"].tolist() == [1, 2, 0]
-    assert frame["idx"].tolist() == [0, 1, 2]
+    assert frame["id"].tolist() == ["0", "1", "2"]
     assert '"searchable"' in frame["premise"][1]
 
 
@@ -38,7 +38,7 @@ def test_multinli_jsonl_drops_pairs_without_consensus():
 
 def test_canonical_jsonl_and_real_parquet():
     frame = load_mnli(str(FIXTURES / "mnli_canonical.jsonl"), "train")
-    assert frame["idx"].tolist() == [10, 11, 12] and frame["label"].tolist() == [0, 1, 2]
+    assert frame["id"].tolist() == ["10", "11", "12"] and frame["label"].tolist() == [0, 1, 2]
     matched = load_mnli(str(OFFLINE / "mnli" / "validation_matched.parquet"), "validation_matched")
     assert len(matched) == 9815 and list(matched.columns) == MNLI_COLUMNS
     assert set(matched["label"]) == {0, 1, 2}
@@ -64,8 +64,8 @@ def test_hans_labels_by_name_and_number():
     base = {
         "premise": ["a", "b", "c"],
         "hypothesis": ["a", "b", "c"],
-        "heuristic": ["x"] * 3,
-        "subcase": ["y"] * 3,
+        "heuristic": ["lexical_overlap"] * 3,
+        "subcase": ["ln_passive"] * 3,
     }
     frame = canonical_hans(pd.DataFrame({**base, "label": ["entailment", 1, "0"]}), "t")
     assert frame["label"].tolist() == [0, 1, 0]
@@ -190,14 +190,14 @@ def test_batches_are_padded_to_their_longest_row():
 def test_length_grouped_batches_cover_every_row_once_with_less_padding():
     import random
 
-    from seedvar.data.datamodule import SeededBatches
+    from seedvar.training.datamodule import SeededBatches
 
     lengths = [random.Random(i).randint(5, 120) for i in range(1000)]
-    sampler = SeededBatches(lengths, batch_size=32, seed=7, window=10)
+    sampler = SeededBatches(lengths, batch_size=32, seed=7, group_by_length=True, window=10)
     epoch0 = list(sampler)
     assert sorted(i for batch in epoch0 for i in batch) == list(range(1000))
     assert len(epoch0) == len(sampler) == 32
-    assert list(SeededBatches(lengths, 32, seed=7, window=10)) == epoch0  # seeded
+    assert list(SeededBatches(lengths, 32, 7, True, window=10)) == epoch0  # seeded
     sampler.skip = 5
     assert list(sampler) == epoch0[5:] and list(sampler) == epoch0  # skips once, to resume
     plain = list(SeededBatches(lengths, 32, seed=7, group_by_length=False))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -12,18 +11,28 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
 from seedvar.config import load_config
-from seedvar.train import seed_lock
+from seedvar.study.job import SeedJob
 
-SETTINGS = ["data.max_train_examples=800", "train.epochs=2", "data.max_eval_examples=300",
-            "train.checkpoint_every_n_steps=3"]  # fmt: skip
+SETTINGS = [
+    "data.max_train_examples=800",
+    "train.epochs=2",
+    "data.max_eval_examples=300",
+    "train.checkpoint_every_n_steps=3",
+]
 SMOKE = ["--profile", "smoke", *[arg for item in SETTINGS for arg in ("--set", item)]]
 
 
 def train(*args: str) -> list[str]:
     return [sys.executable, "-m", "seedvar.cli", "train", *SMOKE, *args]
+
+
+def _step(checkpoint: Path) -> int:
+    """The optimizer step a resumable checkpoint was saved at."""
+    return torch.load(checkpoint, map_location="cpu", weights_only=False)["global_step"]
 
 
 def wait_for(condition, process: subprocess.Popen, timeout: float = 120) -> None:
@@ -38,15 +47,15 @@ def wait_for(condition, process: subprocess.Popen, timeout: float = 120) -> None
 def test_a_killed_seed_resumes_and_equals_an_uninterrupted_run(study_dir: Path):
     whole = subprocess.run(train("--seed", "4", "--set", "output_dir=whole"), capture_output=True)
     assert whole.returncode == 0
-    cut = subprocess.Popen(train("--seed", "4", "--set", "output_dir=cut"),
-                           start_new_session=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)  # fmt: skip
-    progress = Path("cut/seed-4.partial/checkpoints/resume.json")
-    wait_for(lambda: progress.is_file() and json.loads(progress.read_text())["step"] >= 9, cut)
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    cut = subprocess.Popen(
+        train("--seed", "4", "--set", "output_dir=cut"), start_new_session=True, **quiet
+    )
+    checkpoint = Path("cut/seed-4.partial/checkpoints/resume.ckpt")
+    wait_for(lambda: checkpoint.is_file() and _step(checkpoint) >= 9, cut)
     os.killpg(cut.pid, signal.SIGKILL)
     cut.wait()
-    step = json.loads(progress.read_text())["step"]
-    assert 9 <= step < 100 and not Path("cut/seed-4").exists()
+    assert 9 <= _step(checkpoint) < 100 and not Path("cut/seed-4").exists()
 
     resumed = subprocess.run(train("--seed", "4", "--set", "output_dir=cut"), capture_output=True)
     assert resumed.returncode == 0
@@ -57,8 +66,8 @@ def test_a_killed_seed_resumes_and_equals_an_uninterrupted_run(study_dir: Path):
         )
     assert not Path("cut/seed-4/checkpoints").exists()  # optimizer state is not kept
     client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
-    runs = client.search_runs([client.get_experiment_by_name("seedvar").experiment_id],
-                              "attributes.run_name = 'seed-4'")  # fmt: skip
+    experiment = client.get_experiment_by_name("seedvar").experiment_id
+    runs = client.search_runs([experiment], "attributes.run_name = 'seed-4'")
     assert sorted(run.info.status for run in runs) == ["FINISHED", "FINISHED"]
     assert sum(run.data.tags.get("seedvar.resumed") == "true" for run in runs) == 1
     loss = client.get_metric_history(
@@ -70,7 +79,7 @@ def test_a_killed_seed_resumes_and_equals_an_uninterrupted_run(study_dir: Path):
 @pytest.mark.slow
 def test_two_processes_cannot_train_the_same_seed(study_dir: Path):
     config = load_config(None, [*SETTINGS, "train.seed=6"], profile="smoke")
-    with seed_lock(config):  # this process is training seed 6 ...
+    with SeedJob.of(config).locked():  # this process is training seed 6 ...
         second = subprocess.run(train("--seed", "6"), capture_output=True, text=True)
     assert second.returncode == 2  # ... so another one stops at once
     assert "seed 6 is being trained by another process" in second.stderr
@@ -102,10 +111,8 @@ def test_bad_input_stops_in_seconds_with_one_line(study_dir: Path, args, message
 
 def test_unreachable_study_database_fails_fast(study_dir: Path):
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "seedvar.cli", "worker", "--study", "s",
-         "--storage", "postgresql://postgres@127.0.0.1:9/nothing"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+    worker = [sys.executable, "-m", "seedvar.cli", "worker", "--study", "s"]
+    storage = ["--storage", "postgresql://postgres@127.0.0.1:9/nothing"]
+    done = subprocess.run([*worker, *storage], capture_output=True, text=True)
     assert done.returncode == 2 and "cannot open the study storage" in done.stderr
     assert time.monotonic() - started < 30

@@ -23,8 +23,38 @@ REFERENCE = pd.read_csv(OFFLINE / "reference" / "mccoy2020_runs.csv")
 SUBCASES = list(REFERENCE.columns[9:])
 HEURISTIC_OF = {"l": "lexical_overlap", "s": "subsequence", "c": "constituent"}
 # Correct answers out of 4 for each subcase, in the paper table's column order.
-CORRECT_OUT_OF_4 = [0, 1, 2, 3, 4, 4, 4, 4, 3, 4, 0, 0, 1, 0, 0, 4, 4, 4, 4, 4,
-                    1, 2, 0, 0, 0, 4, 3, 4, 4, 4]  # fmt: skip
+CORRECT_OUT_OF_4 = [
+    0,
+    1,
+    2,
+    3,
+    4,
+    4,
+    4,
+    4,
+    3,
+    4,
+    0,
+    0,
+    1,
+    0,
+    0,
+    4,
+    4,
+    4,
+    4,
+    4,
+    1,
+    2,
+    0,
+    0,
+    0,
+    4,
+    3,
+    4,
+    4,
+    4,
+]
 
 
 def _hans_case() -> tuple[np.ndarray, ...]:

@@ -11,12 +11,12 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from seedvar.data.datamodule import NLIDataModule
 from seedvar.data.mnli import load_mnli
 from seedvar.data.tokenized import tokenize_cached
-from seedvar.evaluate import predict_logits
-from seedvar.model import NLIClassifier
 from seedvar.pretrained import TINY_CONFIG, TINY_RANDOM, load_model, load_tokenizer
+from seedvar.training.datamodule import NLIDataModule
+from seedvar.training.module import NLIClassifier
+from seedvar.training.predict import predict_logits
 from tests.conftest import OFFLINE
 
 
@@ -39,12 +39,26 @@ class TrainingModes(L.Callback):
         self.all_training.append(all(m.training for m in module.model.modules()))
 
 
-def fit(module: NLIClassifier, data: datasets.Dataset, pad_id: int, steps: int,
-        callbacks: list[L.Callback]) -> None:  # fmt: skip
-    datamodule = NLIDataModule(data, data, pad_id, batch_size=8, eval_batch_size=32, data_seed=0)
-    trainer = L.Trainer(accelerator="cpu", max_steps=steps, logger=False, callbacks=callbacks,
-                        enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, num_sanity_val_steps=0)  # fmt: skip
+def fit(
+    module: NLIClassifier,
+    data: datasets.Dataset,
+    pad_id: int,
+    steps: int,
+    callbacks: list[L.Callback],
+) -> None:
+    datamodule = NLIDataModule(
+        data, data, pad_id, batch_size=8, eval_batch_size=32, data_seed=0, group_by_length=True
+    )
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_steps=steps,
+        logger=False,
+        callbacks=callbacks,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
     trainer.fit(module, datamodule=datamodule)
 
 
@@ -52,12 +66,23 @@ def test_dropout_is_on_while_training_a_model_handed_over_in_eval_mode(examples)
     data, pad_id = examples
     model = load_model(TINY_RANDOM, 0).eval()  # as from_pretrained returns it
     modes = TrainingModes()
-    fit(NLIClassifier(model, 1e-3, 0.0, 0.0), data, pad_id, steps=3, callbacks=[modes])
+    fit(
+        NLIClassifier(model, 1e-3, 0.0, 0.0, total_steps=3),
+        data,
+        pad_id,
+        steps=3,
+        callbacks=[modes],
+    )
     assert modes.all_training == [True, True, True]
 
 
-def test_attention_is_pytorch_sdpa():
-    assert load_model(TINY_RANDOM, 0).config._attn_implementation == "sdpa"
+def test_attention_is_pytorch_sdpa(examples):
+    data, pad_id = examples
+    model = load_model(TINY_RANDOM, 0).eval()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        predict_logits(model, data, pad_id, batch_size=64)
+    ops = {event.name for event in profile.events()}
+    assert "aten::scaled_dot_product_attention" in ops
 
 
 def test_predictions_come_back_in_row_order_whatever_the_batching(examples):
@@ -69,8 +94,9 @@ def test_predictions_come_back_in_row_order_whatever_the_batching(examples):
         first = model(**row).logits[0].numpy()
     np.testing.assert_allclose(one_by_one[0], first, atol=1e-5)
     for batch_size in (7, 64):
-        np.testing.assert_allclose(predict_logits(model, data, pad_id, batch_size), one_by_one,
-                                   atol=1e-5)  # fmt: skip
+        np.testing.assert_allclose(
+            predict_logits(model, data, pad_id, batch_size), one_by_one, atol=1e-5
+        )
 
 
 @pytest.mark.slow
@@ -78,16 +104,24 @@ def test_compiled_model_trains_and_keeps_its_weight_names(examples, tmp_path: Pa
     data, pad_id = examples
     plain = load_model(TINY_RANDOM, 0)
     names = set(plain.state_dict())
-    module = NLIClassifier(load_model(TINY_RANDOM, 0), 1e-3, 0.0, 0.0, compile=True)
-    assert module.model._compiled_call_impl is not None
+    model = load_model(TINY_RANDOM, 0)
+    traced = []  # a forward hook runs at trace time too: there is_compiling() is True
+    model.register_forward_pre_hook(lambda *_: traced.append(torch.compiler.is_compiling()))
+    module = NLIClassifier(model, 1e-3, 0.0, 0.0, total_steps=2, compile=True)
     fit(module, data, pad_id, steps=2, callbacks=[])
+    assert any(traced)
     assert set(module.model.state_dict()) == names
-    assert any(not torch.equal(a, b) for a, b in
-               zip(plain.parameters(), module.model.parameters(), strict=True))  # fmt: skip
+    assert any(
+        not torch.equal(a, b)
+        for a, b in zip(plain.parameters(), module.model.parameters(), strict=True)
+    )
     module.model.save_pretrained(tmp_path)
     reloaded = type(plain).from_pretrained(tmp_path).eval()
-    np.testing.assert_allclose(predict_logits(module.model, data, pad_id, 32),
-                               predict_logits(reloaded, data, pad_id, 32), atol=1e-4)  # fmt: skip
+    np.testing.assert_allclose(
+        predict_logits(module.model, data, pad_id, 32),
+        predict_logits(reloaded, data, pad_id, 32),
+        atol=1e-4,
+    )
 
 
 def test_a_local_model_with_another_head_gets_a_new_three_way_head(tmp_path: Path):

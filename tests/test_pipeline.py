@@ -88,9 +88,12 @@ def test_dvc_repro_runs_the_study_and_reruns_only_what_changed(project: Path):
 def test_killed_repro_redoes_only_unfinished_seeds(project: Path):
     _run("dvc", "repro", "prepare", cwd=project)
     repro = subprocess.Popen(
-        ["dvc", "repro"], cwd=project, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        ["dvc", "repro"],
+        cwd=project,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 240
     while not (project / "runs" / "seed-1.partial").exists():  # seed 0 done, seed 1 started
         assert repro.poll() is None and time.monotonic() < deadline

@@ -15,12 +15,14 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from seedvar.config import load_config
-from seedvar.sweep import run_sweep
-from seedvar.sweep_report import write_sweep_outputs
+from seedvar.sweep.report import write_sweep_outputs
+from seedvar.sweep.study import run_sweep
 
 pytestmark = pytest.mark.slow
-SPACE = ("sweep.space={learning_rate: {low: 1.0e-4, high: 3.0e-3, log: true}, "
-         "hans_train_examples: {low: 0, high: 300, step: 100}}")  # fmt: skip
+SPACE = (
+    "sweep.space={learning_rate: {low: 1.0e-4, high: 3.0e-3, log: true}, "
+    "hans_train_examples: {low: 0, high: 300, step: 100}}"
+)
 SMOKE = ["sweep.seeds_per_trial=2", "sweep.n_trials=3", "data.max_eval_examples=300", SPACE]
 STORAGE = "sqlite:///sweeps/optuna.db"
 
@@ -72,8 +74,9 @@ def test_sweep_trains_k_seeds_per_trial_and_writes_its_outputs(study_dir: Path):
 def test_pruned_trials_are_pruned_in_optuna_and_mlflow(study_dir, monkeypatch):
     always = optuna.pruners.ThresholdPruner(lower=2.0)  # accuracy < 2: prune at first report
     monkeypatch.setattr(optuna.pruners, "MedianPruner", lambda **_: always)
-    config = load_config(None, [*SMOKE, "sweep.n_trials=2", "sweep.study_name=pruned"],
-                         profile="smoke")  # fmt: skip
+    config = load_config(
+        None, [*SMOKE, "sweep.n_trials=2", "sweep.study_name=pruned"], profile="smoke"
+    )
     study = run_sweep(config)
     assert [trial.state.name for trial in study.trials] == ["PRUNED", "PRUNED"]
     for run in _sweep_runs("pruned"):
@@ -83,8 +86,9 @@ def test_pruned_trials_are_pruned_in_optuna_and_mlflow(study_dir, monkeypatch):
 
 
 def test_multi_objective_mode_returns_a_pareto_front(study_dir: Path):
-    config = load_config(None, [*SMOKE, "sweep.mode=accuracy_and_spread",
-                                "sweep.study_name=pareto"], profile="smoke")  # fmt: skip
+    config = load_config(
+        None, [*SMOKE, "sweep.mode=accuracy_and_spread", "sweep.study_name=pareto"], profile="smoke"
+    )
     study = run_sweep(config)
     assert len(study.directions) == 2 and len(study.trials) == 3
     front = study.best_trials
@@ -99,11 +103,22 @@ def test_multi_objective_mode_returns_a_pareto_front(study_dir: Path):
 
 
 def test_interrupted_sweep_resumes_and_retries_the_dead_trial(study_dir: Path):
-    command = [sys.executable, "-m", "seedvar.cli", "sweep", "--profile", "smoke",
-               *[arg for item in SMOKE for arg in ("--set", item)],
-               "--set", "sweep.heartbeat_seconds=1", "--set", "sweep.pruner=none"]  # fmt: skip
-    sweep = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "seedvar.cli",
+        "sweep",
+        "--profile",
+        "smoke",
+        *[arg for item in SMOKE for arg in ("--set", item)],
+        "--set",
+        "sweep.heartbeat_seconds=1",
+        "--set",
+        "sweep.pruner=none",
+    ]
+    sweep = subprocess.Popen(
+        command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 240
     while True:  # wait until trial 1 is training its first seed, then kill the sweep
         assert sweep.poll() is None and time.monotonic() < deadline

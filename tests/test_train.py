@@ -11,8 +11,8 @@ from mlflow.tracking import MlflowClient
 
 from seedvar.config import load_config
 from seedvar.errors import OutputExistsError
-from seedvar.train import run_seed
-from tests.test_metrics import SUBCASES
+from seedvar.metrics import SUBCASES
+from seedvar.study.seed import run_seed
 
 pytestmark = pytest.mark.slow
 SMOKE = ["data.max_train_examples=200", "data.max_eval_examples=300"]

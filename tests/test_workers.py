@@ -17,8 +17,18 @@ from mlflow.tracking import MlflowClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 SEEDS = [0, 1, 2, 3, 4, 5]
-RECIPE = ["--profile", "smoke", "--set", f"seeds={SEEDS}", "--set", "data.max_train_examples=800",
-          "--set", "train.epochs=2", "--set", "data.max_eval_examples=300"]  # fmt: skip
+RECIPE = [
+    "--profile",
+    "smoke",
+    "--set",
+    f"seeds={SEEDS}",
+    "--set",
+    "data.max_train_examples=800",
+    "--set",
+    "train.epochs=2",
+    "--set",
+    "data.max_eval_examples=300",
+]
 
 
 def seedvar(*args: str) -> list[str]:
@@ -26,24 +36,32 @@ def seedvar(*args: str) -> list[str]:
 
 
 def test_three_workers_one_killed_every_seed_finishes_once(postgres_url: str, study_dir: Path):
-    done = subprocess.run(seedvar("submit", "--storage", postgres_url, "--study", "w", *RECIPE),
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        seedvar("submit", "--storage", postgres_url, "--study", "w", *RECIPE),
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     started = time.monotonic()
     workers = [
-        subprocess.Popen(seedvar("worker", "--storage", postgres_url, "--study", "w",
-                                 "--heartbeat", "2"),
-                         start_new_session=True, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
+        subprocess.Popen(
+            seedvar("worker", "--storage", postgres_url, "--study", "w", "--heartbeat", "2"),
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for _ in range(3)
-    ]  # fmt: skip
+    ]
     study = optuna.load_study(study_name="w", storage=postgres_url)
     victim = workers[0]
     while True:  # kill the first worker while it trains a seed
         assert time.monotonic() - started < 300 and victim.poll() is None
-        running = [t for t in study.get_trials(deepcopy=False)
-                   if t.state.name == "RUNNING"
-                   and t.user_attrs.get("worker", "").endswith(f":{victim.pid}")]  # fmt: skip
+        running = [
+            t
+            for t in study.get_trials(deepcopy=False)
+            if t.state.name == "RUNNING"
+            and t.user_attrs.get("worker", "").endswith(f":{victim.pid}")
+        ]
         if running and Path(f"runs/seed-{running[0].params['seed']}.partial").exists():
             killed_seed = running[0].params["seed"]
             break
@@ -64,8 +82,9 @@ def test_three_workers_one_killed_every_seed_finishes_once(postgres_url: str, st
 
     client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
     experiment = client.get_experiment_by_name("seedvar").experiment_id
-    finished = client.search_runs([experiment], "tags.`seedvar.role` = 'seed' and "
-                                  "attributes.status = 'FINISHED'")  # fmt: skip
+    finished = client.search_runs(
+        [experiment], "tags.`seedvar.role` = 'seed' and attributes.status = 'FINISHED'"
+    )
     assert Counter(run.info.run_name for run in finished) == Counter(f"seed-{s}" for s in SEEDS)
 
     aggregate = subprocess.run(seedvar("aggregate", *RECIPE), capture_output=True, text=True)
@@ -76,20 +95,42 @@ def test_three_workers_one_killed_every_seed_finishes_once(postgres_url: str, st
 
 def test_a_second_submit_enqueues_nothing_twice(postgres_url: str, study_dir: Path):
     for _ in range(2):
-        done = subprocess.run(seedvar("submit", "--storage", postgres_url, "--study", "twice",
-                                      *RECIPE), capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            seedvar("submit", "--storage", postgres_url, "--study", "twice", *RECIPE),
+            capture_output=True,
+            text=True,
+        )
         assert done.returncode == 0, done.stderr
     study = optuna.load_study(study_name="twice", storage=postgres_url)
     assert len(study.trials) == len(SEEDS)
-    other = subprocess.run(seedvar("submit", "--storage", postgres_url, "--study", "twice",
-                                   *RECIPE, "--set", "train.learning_rate=0.5"),
-                           capture_output=True, text=True)  # fmt: skip
+    other = subprocess.run(
+        seedvar(
+            "submit",
+            "--storage",
+            postgres_url,
+            "--study",
+            "twice",
+            *RECIPE,
+            "--set",
+            "train.learning_rate=0.5",
+        ),
+        capture_output=True,
+        text=True,
+    )
     assert other.returncode == 2 and "already holds another recipe" in other.stderr
 
 
 def test_devices_start_one_worker_per_entry(postgres_url: str, study_dir: Path):
-    recipe = ["--profile", "smoke", "--set", "seeds=[0,1,2,3]", "--set",
-              "data.max_train_examples=100", "--set", "data.max_eval_examples=100"]  # fmt: skip
+    recipe = [
+        "--profile",
+        "smoke",
+        "--set",
+        "seeds=[0,1,2,3]",
+        "--set",
+        "data.max_train_examples=100",
+        "--set",
+        "data.max_eval_examples=100",
+    ]
     submit = seedvar("submit", "--storage", postgres_url, "--study", "gpus", *recipe)
     assert subprocess.run(submit, capture_output=True).returncode == 0
     worker = seedvar("worker", "--storage", postgres_url, "--study", "gpus", "--devices", "0,0,1")

@@ -6,13 +6,16 @@ import copy
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AllowInfNan,
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
+    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -25,6 +28,9 @@ HANS_URL = "https://raw.githubusercontent.com/tommccoy1/hans/master/heuristics_e
 HANS_TRAIN_URL = "https://raw.githubusercontent.com/tommccoy1/hans/master/heuristics_train_set.txt"
 
 
+Finite = Annotated[float, AllowInfNan(False)]  # .inf and .nan are typos, not settings
+
+
 class Section(BaseModel):
     """A config section: unknown keys are errors."""
 
@@ -33,7 +39,7 @@ class Section(BaseModel):
 
 class ModelConfig(Section):
     name: str = "bert-base-uncased"
-    max_length: int = Field(128, ge=8, le=512)
+    max_length: StrictInt = Field(128, ge=8, le=512)
 
 
 class DataConfig(Section):
@@ -42,32 +48,32 @@ class DataConfig(Section):
     mnli_validation_mismatched: str = "hub"
     hans: str = HANS_URL
     hans_train: str = HANS_TRAIN_URL
-    hans_train_examples: int = Field(0, ge=0)
-    max_train_examples: int | None = Field(None, gt=0)
-    max_val_examples: int | None = Field(None, gt=0)
-    max_eval_examples: int | None = Field(None, gt=0)
+    hans_train_examples: StrictInt = Field(0, ge=0)
+    max_train_examples: StrictInt | None = Field(None, gt=0)
+    max_val_examples: StrictInt | None = Field(None, gt=0)
+    max_eval_examples: StrictInt | None = Field(None, gt=0)
     cache_dir: str = ".cache/seedvar"
     reference_runs: str = "data/offline/reference/mccoy2020_runs.csv"
 
 
 class TrainConfig(Section):
-    seed: int = Field(0, ge=0)
-    init_seed: int | None = Field(None, ge=0)
-    data_seed: int | None = Field(None, ge=0)
-    learning_rate: float = Field(2e-5, gt=0)
-    batch_size: int = Field(32, gt=0)
-    epochs: int = Field(3, gt=0)
-    group_by_length: bool = True
-    max_steps: int | None = Field(None, gt=0)
-    warmup_ratio: float = Field(0.1, ge=0, lt=1)
-    weight_decay: float = Field(0.01, ge=0)
-    gradient_clip: float = Field(1.0, gt=0)
+    seed: StrictInt = Field(0, ge=0)
+    init_seed: StrictInt | None = Field(None, ge=0)
+    data_seed: StrictInt | None = Field(None, ge=0)
+    learning_rate: Finite = Field(2e-5, gt=0)
+    batch_size: StrictInt = Field(32, gt=0)
+    epochs: StrictInt = Field(3, gt=0)
+    group_by_length: StrictBool = True
+    max_steps: StrictInt | None = Field(None, gt=0)
+    warmup_ratio: Finite = Field(0.1, ge=0, lt=1)
+    weight_decay: Finite = Field(0.01, ge=0)
+    gradient_clip: Finite = Field(1.0, gt=0)
     precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = "auto"
     accelerator: Literal["auto", "cpu", "gpu"] = "auto"
-    eval_batch_size: int = Field(256, gt=0)
-    compile: bool = False
-    log_every_n_steps: int = Field(50, gt=0)
-    checkpoint_every_n_steps: int = Field(500, gt=0)
+    eval_batch_size: StrictInt = Field(256, gt=0)
+    compile: StrictBool = False
+    log_every_n_steps: StrictInt = Field(50, gt=0)
+    checkpoint_every_n_steps: StrictInt = Field(500, gt=0)
 
     @property
     def effective_init_seed(self) -> int:
@@ -121,12 +127,12 @@ def _default_space() -> dict[str, SearchRange]:
 class SweepConfig(Section):
     study_name: str = "seedvar-sweep"
     storage: str = "sqlite:///sweeps/optuna.db"
-    n_trials: int = Field(20, gt=0)
-    seeds_per_trial: int = Field(3, gt=1)
+    n_trials: StrictInt = Field(20, gt=0)
+    seeds_per_trial: StrictInt = Field(3, gt=1)
     mode: Literal["accuracy", "accuracy_and_spread"] = "accuracy"
     pruner: Literal["median", "none"] = "median"
-    heartbeat_seconds: int = Field(60, gt=0)
-    max_retries: int = Field(2, ge=0)
+    heartbeat_seconds: StrictInt = Field(60, gt=0)
+    max_retries: StrictInt = Field(2, ge=0)
     space: dict[str, SearchRange] = Field(default_factory=_default_space)
 
     @field_validator("space")
@@ -153,7 +159,7 @@ def setting_path(key: str) -> str:
 
 class Config(Section):
     profile: Literal["paper", "cpu", "smoke"] = "paper"
-    seeds: list[int] = Field(default_factory=lambda: list(range(100)))
+    seeds: list[StrictInt] = Field(default_factory=lambda: list(range(100)))
     model: ModelConfig = ModelConfig()
     data: DataConfig = DataConfig()
     train: TrainConfig = TrainConfig()
@@ -175,12 +181,12 @@ class Config(Section):
 
     def hash(self) -> str:
         """Short hash of everything that determines one seed's result (not where it is logged)."""
-        return _digest(self.model_dump(exclude={"seeds", "tracking", "sweep", "output_dir"}))
+        return short_hash(self.model_dump(exclude={"seeds", "tracking", "sweep", "output_dir"}))
 
     def study_hash(self) -> str:
         """Short hash of the study's recipe: everything but the seeds and where results go."""
         seeds = {"seed", "init_seed", "data_seed"}
-        return _digest(
+        return short_hash(
             self.model_dump(
                 exclude={
                     "seeds": True,
@@ -192,6 +198,13 @@ class Config(Section):
             )
         )
 
+    def with_seed(self, seed: int, output_dir: str | None = None) -> Config:
+        """This recipe for seed `seed` (optionally writing to another output_dir)."""
+        update: dict[str, Any] = {"train": self.train.model_copy(update={"seed": seed})}
+        if output_dir is not None:
+            update["output_dir"] = output_dir
+        return self.model_copy(update=update)
+
     def save(self, path: Path) -> None:
         """Write the resolved config as YAML."""
         path.write_text(yaml.safe_dump(self.model_dump(), sort_keys=False))
@@ -201,7 +214,8 @@ class Config(Section):
         return _flatten(self.model_dump(exclude={"sweep"}))
 
 
-def _digest(tree: dict[str, Any]) -> str:
+def short_hash(tree: dict[str, Any]) -> str:
+    """A 12-hex-digit hash of a JSON-serialisable tree (key order does not matter)."""
     return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -244,15 +258,28 @@ def read_params(path: Path) -> dict[str, Any]:
     """The mapping in a params.yaml file; empty when the file does not exist."""
     if not path.exists():
         return {}
+    if not path.is_file():
+        raise ConfigError(f"{path}: is a directory, not a params file; give a YAML file")
     try:
-        loaded = yaml.safe_load(path.read_text())
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file; give a YAML params file") from None
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML ({error}); fix the file's syntax") from None
+        raise ConfigError(
+            f"{path}: not valid YAML ({_yaml_problem(error)}); fix its syntax"
+        ) from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top level")
     return loaded
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """One line: what is wrong and where (line and column)."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or type(error).__name__
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else problem
 
 
 def load_config(
@@ -270,28 +297,45 @@ def load_config(
         raise ConfigError(f"unknown profile {chosen!r}; choose one of {', '.join(PROFILES)}")
     raw = _deep_merge(_deep_merge(PROFILES[chosen], from_file), from_overrides)
     raw["profile"] = chosen
-    return validate(raw, source=str(params_path or "config"))
+    origins = {"--set": from_overrides, str(params_path): from_file}
+    origins[f"profile {chosen}"] = PROFILES[chosen]
+    return validate(raw, origins=origins)
 
 
-def validate(raw: dict[str, Any], source: str = "config") -> Config:
-    """Build a Config from a nested mapping, turning validation errors into one ConfigError."""
+def validate(
+    raw: dict[str, Any], source: str = "config", origins: dict[str, dict[str, Any]] | None = None
+) -> Config:
+    """Build a Config from a nested mapping, turning validation errors into one ConfigError
+    that names, per problem, where the value came from (`origins`: name -> mapping)."""
     try:
         return Config.model_validate(raw)
     except ValidationError as error:
-        raise ConfigError(_describe(error, source)) from None
+        raise ConfigError(_describe(error, origins or {source: raw})) from None
 
 
-def _describe(error: ValidationError, source: str) -> str:
+def _describe(error: ValidationError, origins: dict[str, dict[str, Any]]) -> str:
     lines = []
     for problem in error.errors():
         key = ".".join(str(part) for part in problem["loc"])
+        where = next((name for name, tree in origins.items() if _holds(tree, problem["loc"])), "")
+        where = f" (in {where})" if where else ""
         if problem["type"] == "extra_forbidden":
             section = _section_of(problem["loc"][:-1])
             valid = ", ".join(section.model_fields) if section else ""
-            lines.append(f"unknown key {key!r} (valid keys here: {valid})")
+            lines.append(f"unknown key {key!r}{where} (valid keys here: {valid})")
         else:
-            lines.append(f"{key}: {problem['msg']} (got {problem.get('input')!r})")
-    return f"invalid configuration in {source}: " + "; ".join(lines)
+            lines.append(f"{key}: {problem['msg']} (got {problem.get('input')!r}){where}")
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def _holds(tree: Any, location: tuple[Any, ...]) -> bool:
+    """Whether nested mappings and lists hold a value at `location`."""
+    for part in location:
+        in_list = isinstance(tree, list) and isinstance(part, int) and part < len(tree)
+        if not (in_list or isinstance(tree, dict) and part in tree):
+            return False
+        tree = tree[part]
+    return True
 
 
 def _section_of(location: tuple[Any, ...]) -> type[BaseModel] | None:

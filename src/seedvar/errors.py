@@ -23,3 +23,13 @@ class OutputExistsError(SeedvarError):
 
 class TrackingError(SeedvarError):
     """The MLflow tracking store cannot be reached."""
+
+
+class DivergedError(SeedvarError):
+    """Training produced a non-finite loss or non-finite predictions: the seed is not a result."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message, or its type when it has none."""
+    text = str(error)
+    return text.splitlines()[0] if text else type(error).__name__

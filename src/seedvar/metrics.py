@@ -8,7 +8,24 @@ templates are known, "template/<subcase>/<template>".
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import numpy as np
+
+
+class EvalSet(StrEnum):
+    """The evaluation sets of a study; their values name prediction files and tokenized sets."""
+
+    MNLI_MATCHED = "mnli_matched"
+    MNLI_MISMATCHED = "mnli_mismatched"
+    HANS = "hans"
+
+
+MNLI_LABELS = ("entailment", "neutral", "contradiction")  # GLUE order: 0, 1, 2
+HANS_LABELS = ("entailment", "non-entailment")  # Hugging Face `hans` order: 0, 1
+ENTAILMENT = 0
+VAL_ACCURACY = "val/mnli_matched_accuracy"  # per-epoch accuracy on the validation subset
+TRAIN_LOSS = "train/loss"
 
 MNLI_MATCHED = "MNLI dev acc."
 MNLI_MISMATCHED = "MNLI-mm acc."
@@ -19,18 +36,49 @@ HEURISTIC_COLUMNS = [
     f"{short} ({GOLD_NAMES[gold]})" for gold in (0, 1) for short in HEURISTICS.values()
 ]
 SUBCASES = (
-    "ln_subject/object_swap", "ln_preposition", "ln_relative_clause", "ln_passive",
-    "ln_conjunction", "le_relative_clause", "le_around_prepositional_phrase",
-    "le_around_relative_clause", "le_conjunction", "le_passive",
-    "sn_NP/S", "sn_PP_on_subject", "sn_relative_clause_on_subject", "sn_past_participle",
-    "sn_NP/Z", "se_conjunction", "se_adjective", "se_understood_object",
-    "se_relative_clause_on_obj", "se_PP_on_obj",
-    "cn_embedded_under_if", "cn_after_if_clause", "cn_embedded_under_verb", "cn_disjunction",
-    "cn_adverb", "ce_embedded_under_since", "ce_after_since_clause", "ce_embedded_under_verb",
-    "ce_conjunction", "ce_adverb",
-)  # fmt: skip
+    "ln_subject/object_swap",
+    "ln_preposition",
+    "ln_relative_clause",
+    "ln_passive",
+    "ln_conjunction",
+    "le_relative_clause",
+    "le_around_prepositional_phrase",
+    "le_around_relative_clause",
+    "le_conjunction",
+    "le_passive",
+    "sn_NP/S",
+    "sn_PP_on_subject",
+    "sn_relative_clause_on_subject",
+    "sn_past_participle",
+    "sn_NP/Z",
+    "se_conjunction",
+    "se_adjective",
+    "se_understood_object",
+    "se_relative_clause_on_obj",
+    "se_PP_on_obj",
+    "cn_embedded_under_if",
+    "cn_after_if_clause",
+    "cn_embedded_under_verb",
+    "cn_disjunction",
+    "cn_adverb",
+    "ce_embedded_under_since",
+    "ce_after_since_clause",
+    "ce_embedded_under_verb",
+    "ce_conjunction",
+    "ce_adverb",
+)  # fmt: skip  (five subcases per line, as in the paper's table)
 PAPER_COLUMNS = (MNLI_MATCHED, *HEURISTIC_COLUMNS, HANS_OVERALL, *SUBCASES)
-ENTAILMENT = 0
+HANS_COLUMNS = (*HEURISTIC_COLUMNS, HANS_OVERALL, *SUBCASES)
+NON_ENTAILED_COLUMNS = tuple(c for c in HEURISTIC_COLUMNS if c.endswith("(nonent)"))
+SUBJECT_OBJECT_SWAP = "ln_subject/object_swap"
+HANS_NON_ENTAILED = "HANS non-entailed"  # all non-entailed HANS examples
+HEADLINE_COLUMNS = (
+    MNLI_MATCHED,
+    MNLI_MISMATCHED,
+    *HEURISTIC_COLUMNS,
+    HANS_OVERALL,
+    SUBJECT_OBJECT_SWAP,
+)
 
 
 def accuracy(gold: np.ndarray, predicted: np.ndarray) -> float:
@@ -76,6 +124,27 @@ def hans_metrics(
             chosen = (subcase == sub) & (template == temp)
             result[f"template/{sub}/{temp}"] = float(correct[chosen].mean())
     return result
+
+
+def hans_non_entailed(metrics: dict[str, float]) -> float:
+    """Accuracy on all non-entailed HANS examples (the three heuristics are equally large)."""
+    return float(np.mean([metrics[column] for column in NON_ENTAILED_COLUMNS]))
+
+
+def set_metrics(
+    eval_set: EvalSet,
+    gold: np.ndarray,
+    predicted: np.ndarray,
+    hans_groups: dict[str, np.ndarray] | None = None,
+) -> dict[str, float]:
+    """Paper-named metrics of one evaluation set; `hans_groups` holds HANS's heuristic,
+    subcase and (where known) template per example."""
+    if eval_set is EvalSet.HANS:
+        if hans_groups is None:
+            raise ValueError("HANS metrics need the heuristic and subcase of every example")
+        return hans_metrics(gold, predicted, **hans_groups)
+    name = MNLI_MATCHED if eval_set is EvalSet.MNLI_MATCHED else MNLI_MISMATCHED
+    return {name: accuracy(gold, predicted)}
 
 
 def mlflow_key(column: str) -> str:

@@ -14,8 +14,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from seedvar.data.mnli import MNLI_LABELS
-from seedvar.errors import ModelError
+from seedvar.errors import ModelError, first_line
+from seedvar.metrics import MNLI_LABELS
 
 OFFLINE_MINILM = "minilm-offline"
 TINY_RANDOM = "tiny-random-bert"
@@ -75,7 +75,7 @@ def load_model(name: str, init_seed: int) -> PreTrainedModel:
 
 
 def _cannot_load(name: str, error: Exception) -> str:
-    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    reason = first_line(error)
     return (
         f"cannot load model {name!r} ({reason}); give a Hugging Face hub name (needs network), "
         f"a local model directory, or {OFFLINE_MINILM!r} for the offline MiniLM "

@@ -1,4 +1,5 @@
-"""The only module that talks to MLflow: one run per seed, its params, metrics and artifacts."""
+"""MLflow: the store, runs opened and ended by outcome, params, metrics, artifacts, provenance,
+and the Lightning logger that sends a seed's training curves to its run."""
 
 from __future__ import annotations
 
@@ -13,10 +14,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-import lightning as L
+from lightning.pytorch.loggers import MLFlowLogger
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.tracking import MlflowClient
-from optuna import TrialPruned
 
 from seedvar.config import Config, TrackingConfig
 from seedvar.errors import TrackingError
@@ -25,7 +25,10 @@ from seedvar.metrics import mlflow_key
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 DEFAULT_ARTIFACT_ROOT = Path("mlruns/artifacts")
 PACKAGES = ("seedvar", "torch", "transformers", "lightning", "datasets", "mlflow")
-BATCH = 100  # MLflow accepts at most 100 params (1000 metrics) per log_batch call
+PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch call
+STUDY_TAG = "seedvar.study"
+ROLE_TAG = "seedvar.role"
+PARENT_TAG = "mlflow.parentRunId"
 
 
 def tracking_uri(tracking: TrackingConfig) -> str:
@@ -88,8 +91,15 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-class SeedRun:
-    """An open MLflow run for one seed."""
+class RunStopped(Exception):
+    """Raised to stop a run on purpose (a sweep pruning it, say): the run ends KILLED and
+    carries the tag `tag` = "true"."""
+
+    tag = "seedvar.stopped"
+
+
+class TrackedRun:
+    """An open MLflow run."""
 
     def __init__(self, client: MlflowClient, run_id: str) -> None:
         self.client = client
@@ -97,70 +107,37 @@ class SeedRun:
 
     def log_params(self, params: dict[str, Any]) -> None:
         items = [Param(key, str(value)) for key, value in params.items()]
-        for start in range(0, len(items), BATCH):
-            self.client.log_batch(self.run_id, params=items[start : start + BATCH])
+        for start in range(0, len(items), PARAMS_PER_BATCH):
+            self.client.log_batch(self.run_id, params=items[start : start + PARAMS_PER_BATCH])
 
-    def log_metrics(self, metrics: dict[str, float], step: int = 0, prefix: str = "") -> None:
+    def log_metrics(self, metrics: dict[str, float], prefix: str = "") -> None:
         """Log paper-named metrics under MLflow-safe keys (after `prefix`)."""
+        self.log_raw_metrics({prefix + mlflow_key(name): v for name, v in metrics.items()})
+
+    def log_raw_metrics(self, metrics: dict[str, float]) -> None:
+        """Log metrics under the keys given."""
         now = int(time.time() * 1000)
-        items = [
-            Metric(prefix + mlflow_key(name), float(v), now, step) for name, v in metrics.items()
-        ]
-        for start in range(0, len(items), BATCH):
-            self.client.log_batch(self.run_id, metrics=items[start : start + BATCH])
+        items = [Metric(key, float(value), now, 0) for key, value in metrics.items()]
+        for start in range(0, len(items), METRICS_PER_BATCH):
+            self.client.log_batch(self.run_id, metrics=items[start : start + METRICS_PER_BATCH])
 
-    def log_artifacts(self, seed_dir: Path) -> None:
-        """Predictions, metrics and the resolved config (not the weights: DVC keeps those)."""
-        self.client.log_artifacts(self.run_id, str(seed_dir / "predictions"), "predictions")
-        for name in ("metrics.json", "config.yaml"):
-            self.client.log_artifact(self.run_id, str(seed_dir / name))
+    def log_folder(self, folder: Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifacts(self.run_id, str(folder), artifact_path)
 
-    def callback(self, every_n_steps: int) -> L.Callback:
-        return TrainingCurveCallback(self.client, self.run_id, every_n_steps)
+    def log_file(self, path: Path) -> None:
+        self.client.log_artifact(self.run_id, str(path))
 
-
-class TrainingCurveCallback(L.Callback):
-    """Logs the training loss and learning rate every n steps, validation accuracy per epoch."""
-
-    def __init__(self, client: MlflowClient, run_id: str, every_n_steps: int) -> None:
-        self.client = client
-        self.run_id = run_id
-        self.every_n_steps = every_n_steps
-
-    def on_train_batch_end(
-        self,
-        trainer: L.Trainer,
-        module: L.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-    ) -> None:
-        step = trainer.global_step
-        if step % self.every_n_steps:
-            return
-        now = int(time.time() * 1000)
-        learning_rate = trainer.optimizers[0].param_groups[0]["lr"]
-        self.client.log_batch(
-            self.run_id,
-            metrics=[
-                Metric("train/loss", float(outputs["loss"].item()), now, step),
-                Metric("train/learning_rate", float(learning_rate), now, step),
-            ],
-        )
-
-    def on_validation_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        if trainer.sanity_checking or "val_accuracy" not in trainer.callback_metrics:
-            return
-        accuracy = float(trainer.callback_metrics["val_accuracy"])
-        self.client.log_metric(
-            self.run_id, "val/mnli_matched_accuracy", accuracy, step=trainer.current_epoch
-        )
+    def lightning_logger(self) -> MLFlowLogger:
+        """A Lightning logger that writes into this run and leaves ending it to us."""
+        return RunLogger(tracking_uri=self.client.tracking_uri, run_id=self.run_id)
 
 
-STUDY_TAG = "seedvar.study"
-SWEEP_TAG = "seedvar.sweep"
-ROLE_TAG = "seedvar.role"
-PARENT_TAG = "mlflow.parentRunId"
+class RunLogger(MLFlowLogger):
+    """Lightning's MLFlowLogger on a run that seedvar opened: training curves and Lightning's
+    metrics go to it; the run's end (FINISHED only after evaluation) stays with its opener."""
+
+    def finalize(self, status: str = "success") -> None:
+        """Leave the run open: evaluation and publishing still follow training."""
 
 
 def open_store(config: Config) -> tuple[MlflowClient, str]:
@@ -194,46 +171,42 @@ def study_run_id(client: MlflowClient, experiment: str, config: Config) -> str:
         tags={**context_tags(config), ROLE_TAG: "study"},
     )
     recipe = {k: v for k, v in config.flat().items() if not k.startswith("train.seed")}
-    SeedRun(client, run.info.run_id).log_params({**recipe, "seeds": config.seeds})
+    TrackedRun(client, run.info.run_id).log_params({**recipe, "seeds": config.seeds})
     return run.info.run_id
 
 
 @contextmanager
-def seed_run(
+def open_run(
     config: Config,
     run_name: str,
     tags: dict[str, str] | None = None,
-    in_study: bool = True,
     parent_run_id: str | None = None,
     resume_run_id: str | None = None,
-) -> Iterator[SeedRun]:
-    """Open a run, a child of `parent_run_id` or (when `in_study`) of the study's run; or
-    reopen `resume_run_id`, the run of an interrupted attempt at the same seed.
-
-    It ends FINISHED; KILLED when interrupted or pruned; FAILED on any other error."""
+) -> Iterator[TrackedRun]:
+    """Open a run (a child of `parent_run_id` if given), or reopen `resume_run_id`, the run of
+    an interrupted attempt at the same work. It ends by its outcome (`ended_by_outcome`)."""
     client, experiment = open_store(config)
     if resume_run_id:
         client.update_run(resume_run_id, status=RunStatus.to_string(RunStatus.RUNNING))
         client.set_tag(resume_run_id, "seedvar.resumed", "true")
         run_id = resume_run_id
     else:
-        all_tags = {**context_tags(config), "seedvar.config_hash": config.hash(), **(tags or {})}
-        if parent_run_id or in_study:
-            all_tags[PARENT_TAG] = parent_run_id or study_run_id(client, experiment, config)
-            all_tags[ROLE_TAG] = "seed"
+        all_tags = {**context_tags(config), **(tags or {})}
+        if parent_run_id:
+            all_tags[PARENT_TAG] = parent_run_id
         run_id = client.create_run(experiment, run_name=run_name, tags=all_tags).info.run_id
     with ended_by_outcome(client, run_id):
-        yield SeedRun(client, run_id)
+        yield TrackedRun(client, run_id)
 
 
 @contextmanager
 def ended_by_outcome(client: MlflowClient, run_id: str) -> Iterator[None]:
-    """End `run_id` FINISHED, or KILLED (interrupted; pruned, tagged so), or FAILED."""
+    """End `run_id` FINISHED, or KILLED (interrupted or stopped on purpose), or FAILED."""
     try:
         yield
-    except (KeyboardInterrupt, TrialPruned) as stop:
-        if isinstance(stop, TrialPruned):
-            client.set_tag(run_id, "seedvar.pruned", "true")
+    except (KeyboardInterrupt, RunStopped) as stop:
+        if isinstance(stop, RunStopped):
+            client.set_tag(run_id, stop.tag, "true")
         client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
         raise
     except BaseException:
@@ -242,35 +215,12 @@ def ended_by_outcome(client: MlflowClient, run_id: str) -> Iterator[None]:
     client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
 
 
-@contextmanager
-def trial_run(config: Config, sweep_name: str, trial_number: int, params: dict[str, Any]
-              ) -> Iterator[SeedRun]:  # fmt: skip
-    """The parent run of one sweep trial; its seeds become its children."""
-    client, experiment = open_store(config)
-    run = client.create_run(
-        experiment,
-        run_name=f"trial {trial_number}",
-        tags={
-            **context_tags(config),
-            ROLE_TAG: "trial",
-            SWEEP_TAG: sweep_name,
-            "optuna.trial_number": str(trial_number),
-        },  # fmt: skip
-    )
-    opened = SeedRun(client, run.info.run_id)
-    opened.log_params({**{f"trial.{k}": v for k, v in params.items()}, **config.flat()})
-    with ended_by_outcome(client, run.info.run_id):
-        yield opened
-
-
 def log_study_results(config: Config, metrics: dict[str, float], folders: list[Path]) -> str:
     """Log the study's aggregate metrics and files (results, report) on its parent run."""
     client, experiment = open_store(config)
-    run_id = study_run_id(client, experiment, config)
-    items = [Metric(key, float(v), int(time.time() * 1000), 0) for key, v in metrics.items()]
-    for start in range(0, len(items), 1000):
-        client.log_batch(run_id, metrics=items[start : start + 1000])
+    study = TrackedRun(client, study_run_id(client, experiment, config))
+    study.log_raw_metrics(metrics)
     for folder in folders:
-        client.log_artifacts(run_id, str(folder), folder.name)
-    client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
-    return run_id
+        study.log_folder(folder, folder.name)
+    client.set_terminated(study.run_id, RunStatus.to_string(RunStatus.FINISHED))
+    return study.run_id

@@ -1,7 +1,8 @@
 """HANS (McCoy, Pavlick & Linzen 2019) from the official TSV (URL or path) or from Parquet.
 
-Canonical schema: id (str), premise, hypothesis, label (0 entailment, 1 non-entailment),
-heuristic, subcase, template (None where the copy has no templates).
+Canonical schema: the shared example columns (data/io.py: id, premise, hypothesis, label with
+0 entailment, 1 non-entailment), plus heuristic, subcase and template (None where the copy has
+no templates).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from seedvar.data.io import map_labels, read_table, require_columns
+from seedvar.data.io import example_frame, map_labels, read_table, require_columns
 from seedvar.errors import DataError
+from seedvar.metrics import HANS_LABELS, HEURISTICS, SUBCASES
 
-HANS_LABELS = ("entailment", "non-entailment")
+SUBCASE_PREFIX = {"l": "lexical_overlap", "s": "subsequence", "c": "constituent"}
 OFFLINE_HINT = (
     "without network, use the offline copy: --profile cpu, or "
     "--set data.hans=data/offline/hans/validation.parquet"
@@ -38,23 +40,44 @@ def canonical_hans(frame: pd.DataFrame, origin: str) -> pd.DataFrame:
         )
     require_columns(frame, ("premise", "hypothesis", "label", "heuristic", "subcase"), origin)
     if "pairID" in frame.columns:
-        ids = frame["pairID"].astype(str)
+        ids = frame["pairID"]
     elif "idx" in frame.columns:
-        ids = frame["idx"].astype(str)
+        ids = frame["idx"]
     else:
-        ids = pd.Series(range(len(frame))).astype(str)
-    template = frame["template"].astype(str) if "template" in frame.columns else None
-    return pd.DataFrame(
-        {
-            "id": ids.to_list(),
-            "premise": frame["premise"].astype(str).to_list(),
-            "hypothesis": frame["hypothesis"].astype(str).to_list(),
-            "label": map_labels(frame["label"], HANS_LABELS, origin).to_list(),
-            "heuristic": frame["heuristic"].astype(str).to_list(),
-            "subcase": frame["subcase"].astype(str).to_list(),
-            "template": template.to_list() if template is not None else [None] * len(frame),
-        }
+        ids = range(len(frame))
+    examples = example_frame(ids, frame, map_labels(frame["label"], HANS_LABELS, origin), origin)
+    examples["heuristic"] = frame["heuristic"].astype(str).to_list()
+    examples["subcase"] = frame["subcase"].astype(str).to_list()
+    examples["template"] = (
+        frame["template"].astype(str).to_list() if "template" in frame.columns else None
     )
+    _require_official_groups(examples, origin)
+    return examples
+
+
+def _require_official_groups(examples: pd.DataFrame, origin: str) -> None:
+    """Every heuristic and subcase is one of the official 3 and 30 (a subset is allowed)."""
+    unknown = sorted(set(examples["heuristic"]) - set(HEURISTICS))
+    if unknown:
+        raise DataError(
+            f"{origin}: unknown HANS heuristic(s) {', '.join(map(repr, unknown[:5]))}; "
+            f"expected {', '.join(HEURISTICS)}"
+        )
+    unknown = sorted(set(examples["subcase"]) - set(SUBCASES))
+    if unknown:
+        raise DataError(
+            f"{origin}: unknown HANS subcase(s) {', '.join(map(repr, unknown[:5]))}; "
+            "expected the 30 official subcases, e.g. ln_subject/object_swap"
+        )
+    prefix = examples["subcase"].str[0].map(SUBCASE_PREFIX)
+    mismatched = examples["heuristic"] != prefix
+    if mismatched.any():
+        row = examples[mismatched].iloc[0]
+        expected = SUBCASE_PREFIX[row["subcase"][0]]
+        raise DataError(
+            f"{origin}: subcase {row['subcase']!r} belongs to heuristic {expected!r}, not "
+            f"{row['heuristic']!r} (example id {row['id']}); fix the heuristic column"
+        )
 
 
 def _download(url: str, download_dir: Path) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from seedvar.errors import DataError
+from seedvar.errors import DataError, first_line
 
 FORMATS = {
     ".parquet": "Parquet",
@@ -42,7 +42,7 @@ def read_table(path: Path) -> pd.DataFrame:
                 path, sep="\t", quoting=csv.QUOTE_NONE, dtype=str, keep_default_na=False
             )
     except Exception as error:  # pandas/pyarrow raise many types for a broken file
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        reason = first_line(error)
         raise DataError(
             f"{path}: cannot be read as {fmt} ({reason}); the file is truncated or not {fmt}"
         ) from None
@@ -59,6 +59,36 @@ def require_columns(frame: pd.DataFrame, columns: Iterable[str], origin: str) ->
             f"{origin}: missing column(s) {', '.join(missing)}; "
             f"found {', '.join(map(str, frame.columns))}"
         )
+
+
+def example_frame(
+    ids: Iterable[object], frame: pd.DataFrame, labels: pd.Series, origin: str
+) -> pd.DataFrame:
+    """The canonical example schema shared by every set: id (str), premise, hypothesis,
+    label (int). Missing text and repeated ids are errors that name the file."""
+    result = pd.DataFrame(
+        {
+            "id": [str(value) for value in ids],
+            "premise": frame["premise"].to_list(),
+            "hypothesis": frame["hypothesis"].to_list(),
+            "label": labels.to_list(),
+        }
+    )
+    for column in ("premise", "hypothesis"):
+        missing = result[column].isna() | ~result[column].map(lambda v: isinstance(v, str))
+        if missing.any():
+            rows = ", ".join(result.loc[missing, "id"].head(3))
+            raise DataError(
+                f"{origin}: {int(missing.sum())} example(s) have no {column} text (id {rows}); "
+                "remove those rows or fill in the text"
+            )
+    repeated = result["id"][result["id"].duplicated()]
+    if len(repeated):
+        raise DataError(
+            f"{origin}: {len(repeated)} repeated example id(s) ({', '.join(repeated.head(3))}); "
+            "every example needs its own id: remove the duplicates or renumber the file"
+        )
+    return result
 
 
 def map_labels(values: pd.Series, names: tuple[str, ...], origin: str) -> pd.Series:

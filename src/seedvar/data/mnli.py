@@ -1,6 +1,7 @@
 """MNLI from the Hugging Face hub or from local files, in one canonical schema.
 
-Canonical schema: idx (int), premise, hypothesis, label (0 entailment, 1 neutral, 2 contradiction).
+Canonical schema (data/io.py): id (str, the GLUE idx where known), premise, hypothesis,
+label (0 entailment, 1 neutral, 2 contradiction).
 Supported files: Parquet/JSONL with premise, hypothesis, label (like data/offline/mnli); the
 GLUE TSVs (train.tsv, dev_matched.tsv, dev_mismatched.tsv); the MultiNLI 1.0 JSONL release.
 """
@@ -11,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from seedvar.data.io import map_labels, read_table, require_columns
-from seedvar.errors import DataError
+from seedvar.data.io import example_frame, map_labels, read_table, require_columns
+from seedvar.errors import DataError, first_line
+from seedvar.metrics import MNLI_LABELS
 
-MNLI_LABELS = ("entailment", "neutral", "contradiction")
 HUB_DATASET = ("nyu-mll/glue", "mnli")
 SPLITS = ("train", "validation_matched", "validation_mismatched")
 OFFLINE_HINT = (
@@ -47,15 +48,8 @@ def canonical_mnli(frame: pd.DataFrame, origin: str) -> pd.DataFrame:
     require_columns(frame, ("premise", "hypothesis", "label"), origin)
     if frame.empty:
         raise DataError(f"{origin}: no labelled examples left; is this an MNLI test file?")
-    idx = frame["idx"].astype("int64") if "idx" in frame.columns else range(len(frame))
-    return pd.DataFrame(
-        {
-            "idx": list(idx),
-            "premise": frame["premise"].astype(str).to_list(),
-            "hypothesis": frame["hypothesis"].astype(str).to_list(),
-            "label": map_labels(frame["label"], MNLI_LABELS, origin).to_list(),
-        }
-    )
+    ids = frame["idx"] if "idx" in frame.columns else range(len(frame))
+    return example_frame(ids, frame, map_labels(frame["label"], MNLI_LABELS, origin), origin)
 
 
 def _from_hub(split: str) -> pd.DataFrame:
@@ -67,7 +61,7 @@ def _from_hub(split: str) -> pd.DataFrame:
     except Exception as error:  # network, auth and hub errors come in many types
         raise DataError(
             f"cannot load MNLI {split} from the Hugging Face hub ({name}): "
-            f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}; "
+            f"{type(error).__name__}: {first_line(error)}; "
             f"{OFFLINE_HINT}"
         ) from None
     return canonical_mnli(loaded.to_pandas(), f"{name} {split}")

@@ -6,7 +6,6 @@ reads them instead of loading and tokenizing the sources again.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from dataclasses import dataclass
@@ -14,8 +13,9 @@ from pathlib import Path
 
 import datasets
 import pandas as pd
+from transformers import PreTrainedTokenizerBase
 
-from seedvar.config import Config
+from seedvar.config import Config, short_hash
 from seedvar.data.sets import StudySets, load_study_sets
 from seedvar.data.tokenized import tokenize_cached
 from seedvar.errors import ConfigError
@@ -38,19 +38,24 @@ def inputs_key(config: Config) -> str:
         "model": config.model.model_dump(),
         "data": config.data.model_dump(exclude={"cache_dir", "reference_runs"}),
     }
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:12]
+    return short_hash(relevant)
+
+
+def tokenize_sets(
+    frames: dict[str, pd.DataFrame], tokenizer: PreTrainedTokenizerBase, config: Config
+) -> dict[str, datasets.Dataset]:
+    """Tokenize every frame (through the on-disk cache) at the config's max length."""
+    cache_dir = Path(config.data.cache_dir)
+    return {
+        name: tokenize_cached(frame, tokenizer, config.model.max_length, cache_dir)
+        for name, frame in frames.items()
+    }
 
 
 def build_inputs(config: Config) -> StudyInputs:
-    """Load every set from its source and tokenize it (through the on-disk cache)."""
-    tokenizer = load_tokenizer(config.model.name)
+    """Load every set from its source and tokenize it with the config's model's tokenizer."""
     sets = load_study_sets(config.data)
-    cache_dir = Path(config.data.cache_dir)
-    tokenized = {
-        name: tokenize_cached(frame, tokenizer, config.model.max_length, cache_dir)
-        for name, frame in sets.named().items()
-    }
-    return StudyInputs(sets, tokenized)
+    return StudyInputs(sets, tokenize_sets(sets.named(), load_tokenizer(config.model.name), config))
 
 
 def save_inputs(inputs: StudyInputs, config: Config, target: Path) -> None:

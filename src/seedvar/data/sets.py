@@ -12,10 +12,10 @@ from seedvar.data.hans import load_hans
 from seedvar.data.io import fingerprint, subsample
 from seedvar.data.mnli import load_mnli
 from seedvar.errors import DataError
+from seedvar.metrics import ENTAILMENT, EvalSet
 
-EVAL_SETS = ("mnli_matched", "mnli_mismatched", "hans")
-HANS_TRAIN_IDX_OFFSET = 10_000_000  # keeps added HANS rows apart from MNLI idx values
-ENTAILMENT, NEUTRAL = 0, 1
+NEUTRAL = 1
+HANS_TRAIN_ID_PREFIX = "hans-train-"  # keeps added HANS rows apart from MNLI ids
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class StudySets:
 
     train: pd.DataFrame
     validation: pd.DataFrame
-    evaluation: dict[str, pd.DataFrame]
+    evaluation: dict[EvalSet, pd.DataFrame]
 
     def named(self) -> dict[str, pd.DataFrame]:
         """Every set by name: train, validation, and the evaluation sets."""
@@ -33,7 +33,7 @@ class StudySets:
     @classmethod
     def from_named(cls, frames: dict[str, pd.DataFrame]) -> StudySets:
         """The inverse of `named`."""
-        evaluation = {name: frames[name] for name in EVAL_SETS}
+        evaluation = {name: frames[name] for name in EvalSet}
         return cls(frames["train"], frames["validation"], evaluation)
 
     def fingerprints(self) -> dict[str, str]:
@@ -53,9 +53,9 @@ def load_study_sets(data: DataConfig) -> StudySets:
         train=train,
         validation=subsample(matched, data.max_val_examples),
         evaluation={
-            "mnli_matched": subsample(matched, data.max_eval_examples),
-            "mnli_mismatched": subsample(mismatched, data.max_eval_examples),
-            "hans": subsample(hans, data.max_eval_examples, stratify="subcase"),
+            EvalSet.MNLI_MATCHED: subsample(matched, data.max_eval_examples),
+            EvalSet.MNLI_MISMATCHED: subsample(mismatched, data.max_eval_examples),
+            EvalSet.HANS: subsample(hans, data.max_eval_examples, stratify="subcase"),
         },
     )
 
@@ -66,10 +66,8 @@ def hans_for_training(data: DataConfig, hans_evaluation: pd.DataFrame) -> pd.Dat
     is also in the HANS evaluation set."""
     hans_train = load_hans(data.hans_train, Path(data.cache_dir) / "downloads")
     chosen = subsample(hans_train, data.hans_train_examples, stratify="subcase")
-    evaluation_pairs = set(zip(hans_evaluation["premise"], hans_evaluation["hypothesis"],
-                               strict=True))  # fmt: skip
-    leaked = sum(pair in evaluation_pairs for pair in zip(chosen["premise"], chosen["hypothesis"],
-                                                          strict=True))  # fmt: skip
+    evaluation_pairs = set(_pairs(hans_evaluation))
+    leaked = sum(pair in evaluation_pairs for pair in _pairs(chosen))
     if leaked:
         raise DataError(
             f"{data.hans_train}: {leaked} of its pairs are in the HANS evaluation set "
@@ -77,9 +75,13 @@ def hans_for_training(data: DataConfig, hans_evaluation: pd.DataFrame) -> pd.Dat
         )
     return pd.DataFrame(
         {
-            "idx": range(HANS_TRAIN_IDX_OFFSET, HANS_TRAIN_IDX_OFFSET + len(chosen)),
+            "id": HANS_TRAIN_ID_PREFIX + chosen["id"],
             "premise": chosen["premise"],
             "hypothesis": chosen["hypothesis"],
             "label": chosen["label"].map({0: ENTAILMENT, 1: NEUTRAL}),
         }
     )
+
+
+def _pairs(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    return list(zip(frame["premise"], frame["hypothesis"], strict=True))

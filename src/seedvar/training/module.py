@@ -6,14 +6,24 @@ import lightning as L
 import torch
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
+from seedvar.errors import DivergedError
+from seedvar.metrics import TRAIN_LOSS, VAL_ACCURACY
+
 NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias", "layernorm", "layer_norm")
+LEARNING_RATE = "train/learning_rate"
 
 
 class NLIClassifier(L.LightningModule):
     """Fine-tunes `model`; reports validation accuracy once per epoch.
 
-    The training loss reaches the progress bar every `log_every_n_steps` steps only: Lightning
-    turns progress-bar values into Python floats, which on a GPU waits for the step to finish.
+    The loss goes to the logger at the Trainer's `log_every_n_steps` and to the progress bar
+    only every `log_every_n_steps` steps: Lightning turns progress-bar values into Python
+    floats, which on a GPU waits for the step to finish. For the same reason a non-finite loss
+    is remembered on the device and checked (training stops with DivergedError) only at those
+    steps and at the end of every epoch.
+    `total_steps`: optimizer steps of the whole run, for the schedule. (Given, not read from
+    `trainer.estimated_stepping_batches`: that builds the training loader before Lightning
+    restores a checkpoint, and the loader's restored position would then be ignored.)
     `compile`: torch.compile the model's forward in place (weights keep their names).
     """
 
@@ -23,6 +33,7 @@ class NLIClassifier(L.LightningModule):
         learning_rate: float,
         weight_decay: float,
         warmup_ratio: float,
+        total_steps: int,
         log_every_n_steps: int = 50,
         compile: bool = False,
     ) -> None:
@@ -35,15 +46,38 @@ class NLIClassifier(L.LightningModule):
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.warmup_ratio = warmup_ratio
+        self.total_steps = total_steps
         self.log_every_n_steps = log_every_n_steps
+        self.first_nonfinite_step = torch.tensor(-1)
         self.val_correct = torch.zeros((), dtype=torch.long)
         self.val_total = 0
 
+    def on_train_start(self) -> None:
+        self.first_nonfinite_step = torch.tensor(-1, device=self.device)
+
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = self.model(**batch).loss
+        unseen = (self.first_nonfinite_step < 0) & ~torch.isfinite(loss)
+        self.first_nonfinite_step = torch.where(unseen, self.global_step, self.first_nonfinite_step)
+        self.log(TRAIN_LOSS, loss, logger=True)
         if self.global_step % self.log_every_n_steps == 0:
-            self.log("train_loss", loss, prog_bar=True)
+            self.stop_if_diverged()
+            self.log("loss", loss, prog_bar=True, logger=False)
+            self.log(LEARNING_RATE, self.lr_schedulers().get_last_lr()[0], logger=True)
         return loss
+
+    def on_train_epoch_end(self) -> None:
+        self.stop_if_diverged()
+
+    def stop_if_diverged(self) -> None:
+        """Raise DivergedError if the loss has been NaN or infinite at any step so far."""
+        step = int(self.first_nonfinite_step)
+        if step >= 0:
+            raise DivergedError(
+                f"training diverged: the loss became non-finite at step {step} "
+                f"(learning rate {self.learning_rate:g}); lower train.learning_rate or check "
+                "the data"
+            )
 
     def on_validation_epoch_start(self) -> None:
         self.val_correct = torch.zeros((), dtype=torch.long, device=self.device)
@@ -57,7 +91,7 @@ class NLIClassifier(L.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         accuracy = self.val_correct.float() / max(self.val_total, 1)
-        self.log("val_accuracy", accuracy, prog_bar=True)
+        self.log(VAL_ACCURACY, accuracy, prog_bar=True)
 
     def configure_optimizers(self):  # noqa: ANN201 (Lightning's own return type)
         decay, no_decay = [], []
@@ -71,9 +105,8 @@ class NLIClassifier(L.LightningModule):
             lr=self.learning_rate,
             fused=self.device.type == "cuda",
         )
-        total_steps = int(self.trainer.estimated_stepping_batches)
         scheduler = get_linear_schedule_with_warmup(
-            optimizer, int(self.warmup_ratio * total_steps), total_steps
+            optimizer, int(self.warmup_ratio * self.total_steps), self.total_steps
         )
         return {
             "optimizer": optimizer,

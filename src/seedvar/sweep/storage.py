@@ -8,7 +8,7 @@ from pathlib import Path
 from optuna.exceptions import ExperimentalWarning
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
-from seedvar.errors import ConfigError
+from seedvar.errors import ConfigError, first_line
 
 
 def rdb_storage(url: str, heartbeat_seconds: int, max_retries: int) -> RDBStorage:
@@ -30,7 +30,7 @@ def rdb_storage(url: str, heartbeat_seconds: int, max_retries: int) -> RDBStorag
                 heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retries),
             )
     except Exception as error:  # SQLAlchemy raises many types for a bad or unreachable URL
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        reason = first_line(error)
         raise ConfigError(
             f"cannot open the study storage {url} ({reason}); check the URL and that the "
             "database server is running"

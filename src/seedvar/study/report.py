@@ -14,12 +14,19 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from seedvar import tracking  # noqa: E402
 from seedvar.config import Config  # noqa: E402
 from seedvar.data.io import read_table  # noqa: E402
-from seedvar.metrics import HEURISTIC_COLUMNS, MNLI_MATCHED, PAPER_COLUMNS, SUBCASES  # noqa: E402
+from seedvar.metrics import (  # noqa: E402
+    MNLI_MATCHED,
+    NON_ENTAILED_COLUMNS,
+    PAPER_COLUMNS,
+    SUBCASES,
+    SUBJECT_OBJECT_SWAP,
+)
+from seedvar.study.aggregate import flat_headline  # noqa: E402
 
 OURS, PAPER = "tab:blue", "tab:gray"
-NON_ENTAILED = [c for c in HEURISTIC_COLUMNS if c.endswith("(nonent)")]
 REPRODUCED_STD_RATIO = 3.0  # HANS non-entailed std at least this many times MNLI-m std
 WEAKER_BY = 0.05  # mean MNLI-m this far below the paper's worst run: a much weaker model
 
@@ -85,10 +92,10 @@ def plot_std(comparison: pd.DataFrame) -> Figure:
 def verdict(comparison: pd.DataFrame, n_seeds: int) -> str:
     """One paragraph, from the numbers: does this study show the paper's finding?"""
     mnli = comparison.loc[MNLI_MATCHED]
-    hans = comparison.loc[NON_ENTAILED]
+    hans = comparison.loc[list(NON_ENTAILED_COLUMNS)]
     widest = hans["ours_std"].idxmax()
     ratio = hans.loc[widest, "ours_std_ratio"]
-    swap = comparison.loc["ln_subject/object_swap"]
+    swap = comparison.loc[SUBJECT_OBJECT_SWAP]
     reproduced = ratio >= REPRODUCED_STD_RATIO
     weaker = mnli.ours_mean < mnli.paper_min - WEAKER_BY
     caveat = (
@@ -146,13 +153,24 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
     return [*written, report_dir / "report.md", report_dir / "report.html"]
 
 
+def report_study(config: Config, results_dir: Path, report_dir: Path) -> tuple[list[Path], str]:
+    """Write the report and log it, with the study's headline numbers, on the study's MLflow
+    run; returns the files written and that run's id."""
+    written = write_report(config, results_dir, report_dir)
+    run_id = tracking.log_study_results(
+        config, flat_headline(results_dir), [results_dir, report_dir]
+    )
+    return written, run_id
+
+
 def _comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
+    stats = {"min": "min", "max": "max", "mean": "mean", "std": "std"}
+    stats["range_ratio"] = "range / MNLI range"
     columns = {
-        "ours_min": "ours min", "ours_max": "ours max", "ours_mean": "ours mean",
-        "ours_std": "ours std", "ours_range_ratio": "ours range / MNLI range",
-        "paper_min": "paper min", "paper_max": "paper max", "paper_mean": "paper mean",
-        "paper_std": "paper std", "paper_range_ratio": "paper range / MNLI range",
-    }  # fmt: skip
+        f"{source}_{key}": f"{source} {label}"
+        for source in ("ours", "paper")
+        for key, label in stats.items()
+    }
     rows = [c for c in PAPER_COLUMNS if c in comparison.index]
     return comparison.loc[rows, list(columns)].rename(columns=columns).round(4)
 

@@ -1,15 +1,17 @@
-"""The LightningDataModule: seeded shuffling, dynamic padding per batch."""
+"""The LightningDataModule: seeded shuffling, dynamic padding per batch, mid-epoch resume."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import datasets
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Sampler
+
+from seedvar.training.resume import batches_done_in_epoch
 
 
 class PadToLongest:
@@ -46,7 +48,7 @@ class SeededBatches(Sampler[list[int]]):
         lengths: list[int],
         batch_size: int,
         seed: int,
-        group_by_length: bool = True,
+        group_by_length: bool,
         window: int = 50,
     ) -> None:
         self.lengths = lengths
@@ -73,14 +75,30 @@ class SeededBatches(Sampler[list[int]]):
                 sorted(shuffled[start : start + span], key=lambda i: -self.lengths[i])
                 for start in range(0, len(shuffled), span)
             ]
-            batches = [w[i : i + self.batch_size] for w in windows
-                       for i in range(0, len(w), self.batch_size)]  # fmt: skip
+            batches = [batch for window in windows for batch in self._cut(window)]
             batches = [batches[i] for i in torch.randperm(len(batches), generator=generator)]
         else:
-            batches = [shuffled[i : i + self.batch_size]
-                       for i in range(0, len(shuffled), self.batch_size)]  # fmt: skip
+            batches = self._cut(shuffled)
         skip, self.skip = self.skip, 0
         yield from batches[skip:]
+
+    def _cut(self, indices: list[int]) -> list[list[int]]:
+        return [indices[i : i + self.batch_size] for i in range(0, len(indices), self.batch_size)]
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader that Lightning can resume mid-epoch (its `state_dict` interface): the state
+    is how many batches of the epoch training has finished; restoring it skips them once."""
+
+    def __init__(self, *args: Any, batches_done: Callable[[], int], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batches_done = batches_done
+
+    def state_dict(self) -> dict[str, int]:
+        return {"batches_done": self.batches_done()}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.batch_sampler.skip = state["batches_done"]
 
 
 class NLIDataModule(L.LightningDataModule):
@@ -94,7 +112,7 @@ class NLIDataModule(L.LightningDataModule):
         batch_size: int,
         eval_batch_size: int,
         data_seed: int,
-        group_by_length: bool = True,
+        group_by_length: bool,
         pin_memory: bool = False,
     ) -> None:
         super().__init__()
@@ -110,12 +128,23 @@ class NLIDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         lengths = [len(ids) for ids in self.train["input_ids"]]
         batches = SeededBatches(lengths, self.batch_size, self.data_seed, self.group_by_length)
-        return DataLoader(self.train, batch_sampler=batches, collate_fn=self.collate,
-                          pin_memory=self.pin_memory, generator=self._own_generator())  # fmt: skip
+        return ResumableLoader(
+            self.train,
+            batch_sampler=batches,
+            collate_fn=self.collate,
+            pin_memory=self.pin_memory,
+            generator=self._own_generator(),
+            batches_done=lambda: batches_done_in_epoch(self.trainer),
+        )
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.validation, batch_size=self.eval_batch_size, collate_fn=self.collate,
-                          pin_memory=self.pin_memory, generator=self._own_generator())  # fmt: skip
+        return DataLoader(
+            self.validation,
+            batch_size=self.eval_batch_size,
+            collate_fn=self.collate,
+            pin_memory=self.pin_memory,
+            generator=self._own_generator(),
+        )
 
     def _own_generator(self) -> torch.Generator:
         """Each new DataLoader iterator draws a seed from its generator; with one of its own it

@@ -8,57 +8,60 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from seedvar.analysis import agreement, compare_spread, correlations, describe, multibootstrap
 from seedvar.config import Config
 from seedvar.data.io import read_table
 from seedvar.errors import SeedvarError
 from seedvar.metrics import (
-    HANS_OVERALL,
+    HANS_COLUMNS,
+    HEADLINE_COLUMNS,
     HEURISTIC_COLUMNS,
-    MNLI_MATCHED,
     MNLI_MISMATCHED,
     PAPER_COLUMNS,
     SUBCASES,
+    SUBJECT_OBJECT_SWAP,
+    EvalSet,
     mlflow_key,
 )
-
-HANS_COLUMNS = [*HEURISTIC_COLUMNS, HANS_OVERALL, *SUBCASES]
-HEADLINE_COLUMNS = [MNLI_MATCHED, MNLI_MISMATCHED, *HEURISTIC_COLUMNS, HANS_OVERALL,
-                    "ln_subject/object_swap"]  # fmt: skip
-
-
-def seed_dir(runs_dir: Path, seed: int) -> Path:
-    return runs_dir / f"seed-{seed}"
+from seedvar.study.analysis import (
+    agreement,
+    compare_spread,
+    correlations,
+    describe,
+    multibootstrap,
+)
+from seedvar.study.job import SeedJob
 
 
 def seed_table(runs_dir: Path, seeds: list[int]) -> pd.DataFrame:
     """One row per seed: the paper table's columns, MNLI-mm, and the seed."""
     rows = []
     for seed in seeds:
-        path = seed_dir(runs_dir, seed) / "metrics.json"
-        if not path.is_file():
+        job = SeedJob(runs_dir, seed)
+        metrics = job.finished_metrics()
+        if metrics is None:
             raise SeedvarError(
-                f"seed {seed} has no results ({path} is missing); "
+                f"seed {seed} has no results ({job.folder} is not finished); "
                 f"run `dvc repro` or `seedvar train --seed {seed}` first"
             )
-        rows.append({"seed": seed, **json.loads(path.read_text())})
+        rows.append({"seed": seed, **metrics})
     table = pd.DataFrame(rows)
     columns = ["seed", *PAPER_COLUMNS, MNLI_MISMATCHED]
     return table[[*columns, *[c for c in table.columns if c not in columns]]]
 
 
-def correct_matrix(runs_dir: Path, seeds: list[int], set_name: str
-                   ) -> tuple[pd.DataFrame, np.ndarray]:  # fmt: skip
+def correct_matrix(
+    runs_dir: Path, seeds: list[int], eval_set: EvalSet
+) -> tuple[pd.DataFrame, np.ndarray]:
     """The examples of one set (from the first seed) and a seeds x examples matrix of hits."""
     frames = [
-        pd.read_parquet(seed_dir(runs_dir, seed) / "predictions" / f"{set_name}.parquet")
+        pd.read_parquet(SeedJob(runs_dir, seed).folder / "predictions" / f"{eval_set}.parquet")
         for seed in seeds
     ]
     examples = frames[0].drop(columns=[c for c in frames[0].columns if c.startswith("logit_")])
     for seed, frame in zip(seeds, frames, strict=True):
         if not frame["id"].equals(examples["id"]):
             raise SeedvarError(
-                f"seed {seed} was evaluated on other {set_name} examples than seed {seeds[0]}; "
+                f"seed {seed} was evaluated on other {eval_set} examples than seed {seeds[0]}; "
                 "aggregate only seeds of one study (same data settings)"
             )
     correct = np.stack([(f["gold"] == f["predicted"]).to_numpy() for f in frames])
@@ -82,12 +85,12 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, di
         results_dir / "correlations.csv", index=False
     )
 
-    for set_name in ("mnli_matched", "hans"):
-        examples, correct = correct_matrix(runs_dir, seeds, set_name)
+    for eval_set in (EvalSet.MNLI_MATCHED, EvalSet.HANS):
+        examples, correct = correct_matrix(runs_dir, seeds, eval_set)
         examples["n_correct"] = agreement(correct)
         examples["n_seeds"] = len(seeds)
-        examples.to_csv(results_dir / f"agreement_{set_name}.csv", index=False)
-        if set_name == "hans":
+        examples.to_csv(results_dir / f"agreement_{eval_set}.csv", index=False)
+        if eval_set is EvalSet.HANS:
             _multibootstrap_table(examples, correct).to_csv(
                 results_dir / "multibootstrap.csv", index=False
             )
@@ -99,7 +102,7 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, di
     headline = {mlflow_key(c): _headline(summary.loc[c]) for c in HEADLINE_COLUMNS if c in table}
     headline["spread_ratio"] = {
         mlflow_key(c): float(comparison.loc[c, "ours_range_ratio"])
-        for c in [*HEURISTIC_COLUMNS, "ln_subject/object_swap"]
+        for c in [*HEURISTIC_COLUMNS, SUBJECT_OBJECT_SWAP]
         if c in comparison.index
     }
     headline["seeds"] = {"count": len(seeds)}

@@ -13,9 +13,8 @@ import optuna  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from seedvar.metrics import MNLI_MATCHED  # noqa: E402
-from seedvar.report import REPRODUCED_STD_RATIO  # noqa: E402
-from seedvar.sweep import HANS_NON_ENTAILED  # noqa: E402
+from seedvar.metrics import HANS_NON_ENTAILED, MNLI_MATCHED  # noqa: E402
+from seedvar.study.report import REPRODUCED_STD_RATIO  # noqa: E402
 
 ACCURACY = f"mean/{MNLI_MATCHED}"
 SPREAD = f"std/{HANS_NON_ENTAILED}"
@@ -26,8 +25,11 @@ def trials_table(study: optuna.Study) -> pd.DataFrame:
     """One row per trial: number, state, hyperparameters, means and stds across its seeds."""
     rows = []
     for trial in study.trials:
-        row = {"trial": trial.number, "state": trial.state.name,
-               "default": bool(trial.user_attrs.get("default", False))}  # fmt: skip
+        row = {
+            "trial": trial.number,
+            "state": trial.state.name,
+            "default": bool(trial.user_attrs.get("default", False)),
+        }
         row.update({f"param/{k}": v for k, v in trial.params.items()})
         row.update({k: v for k, v in trial.user_attrs.items() if k != "default"})
         rows.append(row)
@@ -42,12 +44,12 @@ def plot_accuracy_vs_spread(table: pd.DataFrame, pareto: set[int]) -> Figure:
     axis.scatter(complete[ACCURACY], complete[SPREAD], color="tab:blue", label="trial")
     front = complete[complete["trial"].isin(pareto)]
     if len(front):
-        axis.scatter(front[ACCURACY], front[SPREAD], s=160, facecolors="none",
-                     edgecolors="tab:red", label="Pareto front")  # fmt: skip
+        circles = {"s": 160, "facecolors": "none", "edgecolors": "tab:red"}
+        axis.scatter(front[ACCURACY], front[SPREAD], label="Pareto front", **circles)
     default = complete[complete["default"]]
     if len(default):
-        axis.scatter(default[ACCURACY], default[SPREAD], marker="*", s=300, color="tab:orange",
-                     label="default configuration", zorder=3)  # fmt: skip
+        star = {"marker": "*", "s": 300, "color": "tab:orange", "zorder": 3}
+        axis.scatter(default[ACCURACY], default[SPREAD], label="default configuration", **star)
     for _, row in complete.iterrows():
         axis.annotate(str(int(row["trial"])), (row[ACCURACY], row[SPREAD]), fontsize=8)
     axis.set_xlabel("mean MNLI-m accuracy across seeds")
@@ -74,10 +76,12 @@ def sweep_verdict(table: pd.DataFrame) -> str:
         f"{mnli_spread.max():.2%}. In "
         f"{persists} of {len(complete)} configurations the HANS spread is at least "
         f"{REPRODUCED_STD_RATIO:.0f} times the MNLI-m spread (median ratio {ratio.median():.1f}): "
-        + ("the spread persists across the configurations tried."
-           if persists == len(complete)
-           else "some configurations shrink the HANS spread to the in-distribution level.")
-    )  # fmt: skip
+        + (
+            "the spread persists across the configurations tried."
+            if persists == len(complete)
+            else "some configurations shrink the HANS spread to the in-distribution level."
+        )
+    )
 
 
 def write_sweep_outputs(study: optuna.Study, out_dir: Path) -> list[Path]:
@@ -109,8 +113,8 @@ def write_sweep_outputs(study: optuna.Study, out_dir: Path) -> list[Path]:
         figure.savefig(out_dir / f"{name}.png", dpi=120, bbox_inches="tight")
         plt.close(figure)
         written.append(out_dir / f"{name}.png")
-    columns = ["trial", "state", "default", *[c for c in table if c.startswith("param/")],
-               ACCURACY, MNLI_SPREAD, SPREAD]  # fmt: skip
+    params = [c for c in table if c.startswith("param/")]
+    columns = ["trial", "state", "default", *params, ACCURACY, MNLI_SPREAD, SPREAD]
     shown = table[[c for c in columns if c in table]]
     report = (
         f"# Sweep `{study.study_name}`\n\n{sweep_verdict(table)}\n\n"

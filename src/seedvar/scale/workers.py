@@ -23,8 +23,9 @@ from seedvar import tracking
 from seedvar.config import Config, validate
 from seedvar.errors import ConfigError
 from seedvar.metrics import MNLI_MATCHED
-from seedvar.studies import rdb_storage
-from seedvar.train import finished_metrics, run_seed
+from seedvar.study.job import SeedJob
+from seedvar.study.seed import run_seed
+from seedvar.sweep.storage import rdb_storage
 
 CONFIG_ATTR = "seedvar_config"
 
@@ -32,8 +33,9 @@ CONFIG_ATTR = "seedvar_config"
 def _open(storage: str, study_name: str, heartbeat_seconds: int, create: bool) -> optuna.Study:
     backend = rdb_storage(storage, heartbeat_seconds, max_retries=3)
     if create:
-        return optuna.create_study(storage=backend, study_name=study_name, direction="maximize",
-                                   load_if_exists=True)  # fmt: skip
+        return optuna.create_study(
+            storage=backend, study_name=study_name, direction="maximize", load_if_exists=True
+        )
     try:
         return optuna.load_study(study_name=study_name, storage=backend)
     except KeyError:
@@ -57,12 +59,12 @@ def submit(config: Config, storage: str, study_name: str) -> int:
     taken = {_seed_of(t) for t in study.get_trials(deepcopy=False, states=live)}
     for seed in config.seeds:
         if seed not in taken:  # failed seeds without retries left are enqueued again
-            study.enqueue_trial({"seed": seed})
+            study.enqueue_trial({"seed": seed}, user_attrs={"seed": seed})
     return len(config.seeds)
 
 
 def _seed_of(trial: optuna.trial.FrozenTrial) -> int | None:
-    return (trial.system_attrs.get("fixed_params") or trial.params).get("seed")
+    return trial.user_attrs.get("seed")
 
 
 def study_config(study: optuna.Study) -> Config:
@@ -71,22 +73,20 @@ def study_config(study: optuna.Study) -> Config:
 
 
 def _seed_objective(trial: optuna.Trial, config: Config, done: list[int]) -> float:
-    frozen = next(t for t in trial.study.get_trials(deepcopy=False) if t.number == trial.number)
-    if "fixed_params" not in frozen.system_attrs:
+    if "seed" not in trial.user_attrs:
         raise optuna.TrialPruned("no seed was waiting when this trial began")  # a lost race
     seed = trial.suggest_categorical("seed", config.seeds)
     trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
     trial.set_user_attr("gpus", os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
-    seed_config = config.model_copy(
-        update={"train": config.train.model_copy(update={"seed": seed})}
-    )
-    metrics = finished_metrics(seed_config) or run_seed(seed_config).metrics
+    seed_config = config.with_seed(seed)
+    metrics = SeedJob.of(seed_config).finished_metrics() or run_seed(seed_config).metrics
     done.append(seed)
     return metrics[MNLI_MATCHED]
 
 
-def work(storage: str, study_name: str, heartbeat_seconds: int = 30, poll_seconds: float = 2.0
-         ) -> list[int]:  # fmt: skip
+def work(
+    storage: str, study_name: str, heartbeat_seconds: int = 30, poll_seconds: float = 2.0
+) -> list[int]:
     """Take waiting seeds until every seed of the study has completed; returns the seeds this
     worker trained. While others still run the last seeds, wait: they may die and be retried."""
     study = _open(storage, study_name, heartbeat_seconds, create=False)
@@ -110,12 +110,13 @@ def work(storage: str, study_name: str, heartbeat_seconds: int = 30, poll_second
             time.sleep(poll_seconds)
 
 
-def work_on_devices(storage: str, study_name: str, devices: list[str], heartbeat_seconds: int
-                    ) -> int:  # fmt: skip
+def work_on_devices(
+    storage: str, study_name: str, devices: list[str], heartbeat_seconds: int
+) -> int:
     """One worker process per entry of `devices` (its CUDA_VISIBLE_DEVICES), all pulling from
     the same study; a GPU named twice trains two seeds at once."""
-    command = [sys.executable, "-m", "seedvar.cli", "worker", "--storage", storage,
-               "--study", study_name, "--heartbeat", str(heartbeat_seconds)]  # fmt: skip
+    command = [sys.executable, "-m", "seedvar.cli", "worker", "--storage", storage]
+    command += ["--study", study_name, "--heartbeat", str(heartbeat_seconds)]
     processes = [
         subprocess.Popen(command, env={**os.environ, "CUDA_VISIBLE_DEVICES": device})
         for device in devices

@@ -50,10 +50,10 @@ def correlations(table: pd.DataFrame, columns: list[str], x: str = MNLI_MATCHED)
             continue
         pearson = stats.pearsonr(table[x], table[column])
         spearman = stats.spearmanr(table[x], table[column])
-        rows.append((column, pearson.statistic, pearson.pvalue, spearman.statistic,
-                     spearman.pvalue))  # fmt: skip
-    return pd.DataFrame(rows, columns=["column", "pearson_r", "pearson_p", "spearman_rho",
-                                       "spearman_p"])  # fmt: skip
+        row = (column, pearson.statistic, pearson.pvalue, spearman.statistic, spearman.pvalue)
+        rows.append(row)
+    names = ["column", "pearson_r", "pearson_p", "spearman_rho", "spearman_p"]
+    return pd.DataFrame(rows, columns=names)
 
 
 def agreement(correct: np.ndarray) -> np.ndarray:

@@ -1,0 +1,1 @@
+"""Scaling a study out: many seeds on many machines."""

@@ -1,0 +1,1 @@
+"""Hyperparameter sweeps: Optuna chooses configurations; each trial trains k seeds of one."""

@@ -1,0 +1,1 @@
+"""Training one seed: the LightningModule, the datamodule, resumable checkpoints, `fine_tune`."""

@@ -1,0 +1,79 @@
+"""`fine_tune`: wire the module, the datamodule, callbacks and a logger into a Trainer and fit."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import datasets
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import TQDMProgressBar
+from lightning.pytorch.loggers import Logger
+from transformers import PreTrainedModel
+
+from seedvar.config import Config
+from seedvar.pretrained import load_model
+from seedvar.training.datamodule import NLIDataModule
+from seedvar.training.device import resolve_precision, use_gpu
+from seedvar.training.module import NLIClassifier
+
+
+def fine_tune(
+    config: Config,
+    tokenized: dict[str, datasets.Dataset],
+    pad_token_id: int,
+    callbacks: list[L.Callback],
+    logger: Logger | bool = False,
+    checkpoint: Path | None = None,
+) -> PreTrainedModel:
+    """Train one seed with a Lightning Trainer; returns the fine-tuned transformers model.
+
+    `checkpoint`: a resumable checkpoint (training/resume.py) to continue from."""
+    train = config.train
+    L.seed_everything(train.effective_init_seed, verbose=False)
+    if use_gpu(config):
+        torch.set_float32_matmul_precision("high")  # TF32 for what bf16 autocast keeps in fp32
+    module = NLIClassifier(
+        load_model(config.model.name, train.effective_init_seed),
+        learning_rate=train.learning_rate,
+        weight_decay=train.weight_decay,
+        warmup_ratio=train.warmup_ratio,
+        total_steps=total_steps(
+            len(tokenized["train"]), train.batch_size, train.epochs, train.max_steps
+        ),
+        log_every_n_steps=train.log_every_n_steps,
+        compile=train.compile,
+    )
+    datamodule = NLIDataModule(
+        tokenized["train"],
+        tokenized["validation"],
+        pad_token_id=pad_token_id,
+        batch_size=train.batch_size,
+        eval_batch_size=train.eval_batch_size,
+        data_seed=train.effective_data_seed,
+        group_by_length=train.group_by_length,
+        pin_memory=use_gpu(config),
+    )
+    trainer = L.Trainer(
+        accelerator=train.accelerator,
+        devices=1,
+        precision=resolve_precision(config),
+        max_epochs=train.epochs,
+        max_steps=train.max_steps or -1,
+        gradient_clip_val=train.gradient_clip,
+        logger=logger,
+        log_every_n_steps=train.log_every_n_steps,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        callbacks=[TQDMProgressBar(), *callbacks],
+    )
+    trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
+    return module.model
+
+
+def total_steps(examples: int, batch_size: int, epochs: int, max_steps: int | None) -> int:
+    """Optimizer steps of a run: every batch of every epoch, capped at `max_steps`."""
+    steps = epochs * math.ceil(examples / batch_size)
+    return min(steps, max_steps) if max_steps else steps

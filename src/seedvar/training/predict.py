@@ -1,0 +1,41 @@
+"""Logits of a model for every row of a tokenized set: sorted by length, padded per batch."""
+
+from __future__ import annotations
+
+import datasets
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel
+
+from seedvar.training.datamodule import PadToLongest
+
+
+@torch.inference_mode()
+def predict_logits(
+    model: PreTrainedModel,
+    dataset: datasets.Dataset,
+    pad_token_id: int,
+    batch_size: int,
+    description: str = "predicting",
+    autocast: torch.dtype | None = None,
+) -> np.ndarray:
+    """Logits for every row of a tokenized set, in row order (batches grouped by length);
+    `autocast`: a mixed-precision dtype for GPU inference."""
+    model.eval()
+    device = next(model.parameters()).device
+    columns = {name: dataset[name] for name in dataset.column_names if name != "labels"}
+    lengths = np.array([len(ids) for ids in columns["input_ids"]])
+    order = np.argsort(-lengths, kind="stable")
+    collate = PadToLongest(pad_token_id)
+    outputs = []  # stay on the device: one copy to the host at the end, no sync per batch
+    for start in tqdm(range(0, len(order), batch_size), desc=description, unit="batch"):
+        rows = order[start : start + batch_size]
+        batch = collate([{name: values[i] for name, values in columns.items()} for i in rows])
+        batch = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
+        with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+            outputs.append(model(**batch).logits.float())
+    logits = np.empty((len(dataset), model.config.num_labels), dtype=np.float32)
+    if outputs:
+        logits[order] = torch.cat(outputs).cpu().numpy()
+    return logits
