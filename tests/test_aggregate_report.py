@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from seedvar.config import load_config
+from seedvar.config import Config, load_config
+from seedvar.errors import SeedvarError
 from seedvar.metrics import SUBCASES, EvalSet
 from seedvar.study.aggregate import aggregate, flat_headline
 from seedvar.study.evaluate import prediction_frame, prediction_metrics
@@ -39,7 +40,9 @@ def _examples() -> dict[EvalSet, pd.DataFrame]:
     return {EvalSet.MNLI_MATCHED: mnli, EvalSet.MNLI_MISMATCHED: mnli, EvalSet.HANS: hans}
 
 
-def _write_seed(runs: Path, seed: int, examples: dict[EvalSet, pd.DataFrame]) -> None:
+def _write_seed(
+    runs: Path, seed: int, examples: dict[EvalSet, pd.DataFrame], config: Config
+) -> None:
     rng = np.random.default_rng(seed)
     metrics = {}
     for name, frame in examples.items():
@@ -49,14 +52,15 @@ def _write_seed(runs: Path, seed: int, examples: dict[EvalSet, pd.DataFrame]) ->
         predictions.to_parquet(runs / f"seed-{seed}" / "predictions" / f"{name}.parquet")
         metrics.update(prediction_metrics(name, predictions))
     (runs / f"seed-{seed}" / "metrics.json").write_text(json.dumps(metrics))
+    config.with_seed(seed).save(runs / f"seed-{seed}" / "config.yaml")
 
 
 @pytest.fixture
 def results(tmp_path: Path) -> tuple[Path, object]:
     examples = _examples()
-    for seed in SEEDS:
-        _write_seed(tmp_path / "runs", seed, examples)
     config = load_config(None, [f"seeds={SEEDS}", f"data.reference_runs={REFERENCE}"])
+    for seed in SEEDS:
+        _write_seed(tmp_path / "runs", seed, examples, config)
     aggregate(config, tmp_path / "runs", tmp_path / "results")
     return tmp_path / "results", config
 
@@ -127,3 +131,26 @@ def test_report_files_and_one_point_per_seed(results):
     paper_points, our_points = plot_subcases(seeds, pd.read_csv(REFERENCE)).axes[0].collections
     assert len(our_points.get_offsets()) == 30 * len(SEEDS)
     assert len(paper_points.get_offsets()) == 30 * 100
+
+
+def test_aggregate_refuses_seeds_of_another_recipe(tmp_path: Path):
+    config = load_config(None, ["seeds=[0, 1]", f"data.reference_runs={REFERENCE}"])
+    other = load_config(None, ["train.learning_rate=1e-3", "train.epochs=1"])
+    _write_seed(tmp_path / "runs", 0, _examples(), config)
+    _write_seed(tmp_path / "runs", 1, _examples(), other)
+    with pytest.raises(SeedvarError) as refused:
+        aggregate(config, tmp_path / "runs", tmp_path / "results")
+    assert str(refused.value).startswith(
+        "seeds trained with another recipe than this study's: seed 1: train.epochs 1 (study: 3), "
+        "train.learning_rate 0.001 (study: 2e-05)"
+    )
+
+
+def test_aggregate_refuses_seeds_evaluated_on_other_subcases(tmp_path: Path):
+    config = load_config(None, ["seeds=[0, 1]", f"data.reference_runs={REFERENCE}"])
+    examples = _examples()
+    _write_seed(tmp_path / "runs", 0, examples, config)
+    fewer = {**examples, EvalSet.HANS: examples[EvalSet.HANS].iloc[4:]}  # no subject/object swap
+    _write_seed(tmp_path / "runs", 1, fewer, config)
+    with pytest.raises(SeedvarError, match=r"seeds 0 and 1 report different metrics \(ln_subj"):
+        aggregate(config, tmp_path / "runs", tmp_path / "results")

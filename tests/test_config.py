@@ -52,6 +52,12 @@ def test_config_hash_ignores_where_results_are_logged():
         ("nonsense=1", "unknown key 'nonsense'"),
         ("train.epochs", "expected KEY=VALUE"),
         ("profile=gpu", "unknown profile 'gpu'"),
+        ("train.learning_rate=.inf", "train.learning_rate: Input should be a finite number"),
+        (
+            "train.epochs=true",
+            r"train.epochs: Input should be a valid integer \(got True\) \(in --set\)",
+        ),
+        ("train.group_by_length=1", "train.group_by_length: Input should be a valid boolean"),
     ],
 )
 def test_bad_config_gives_one_clear_error(override: str, message: str):
@@ -62,8 +68,20 @@ def test_bad_config_gives_one_clear_error(override: str, message: str):
 def test_bad_params_file(tmp_path: Path):
     params = tmp_path / "params.yaml"
     params.write_text("train: [1, 2\n")
-    with pytest.raises(ConfigError, match="not valid YAML"):
+    with pytest.raises(ConfigError) as bad_yaml:
         load_config(params)
+    assert str(bad_yaml.value) == (
+        f"{params}: not valid YAML (expected ',' or ']', but got '<stream end>' at line 2, "
+        "column 1); fix its syntax"
+    )
+    params.write_text("train:\n  epochs: true\n")
+    with pytest.raises(ConfigError, match=rf"got True\) \(in {params}\)"):
+        load_config(params)
+    params.write_bytes(bytes(range(256)))
+    with pytest.raises(ConfigError, match="not a text file"):
+        load_config(params)
+    with pytest.raises(ConfigError, match="is a directory, not a params file"):
+        load_config(tmp_path)
     params.write_text("- a list\n")
     with pytest.raises(ConfigError, match="expected a mapping"):
         load_config(params)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -106,3 +107,38 @@ def test_killed_repro_redoes_only_unfinished_seeds(project: Path):
     rerun = _run("dvc", "repro", cwd=project)
     assert _ran(rerun) == {"seed@1", "seed@2", "aggregate", "report"}
     assert len(pd.read_csv(project / "results" / "seeds.csv")) == 3
+
+
+def test_a_seed_finished_after_dvc_was_killed_is_reused_not_retrained(project: Path):
+    _set_params(project, seeds=[0])
+    _run("dvc", "repro", "prepare", cwd=project)
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    repro = subprocess.Popen(["dvc", "repro"], cwd=project, start_new_session=True, **quiet)
+    deadline = time.monotonic() + 240
+    while not (project / "runs" / "seed-0.partial").exists():
+        assert repro.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    os.kill(repro.pid, signal.SIGKILL)  # dvc only: its `seedvar train` child goes on alone
+    repro.wait()
+    lock = project / "runs" / "seed-0.lock"
+    while not (project / "runs" / "seed-0" / "metrics.json").exists() or _locked(lock):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+    rerun = _run("dvc", "repro", cwd=project)
+    assert {"seed@0", "aggregate", "report"} <= _ran(rerun)
+    client = MlflowClient(f"sqlite:///{project}/mlruns/mlflow.db")
+    experiment = client.get_experiment_by_name("seedvar").experiment_id
+    runs = client.search_runs([experiment], "attributes.run_name = 'seed-0'")
+    assert [run.info.status for run in runs] == ["FINISHED"]  # trained once, kept on rerun
+
+
+def _locked(path: Path) -> bool:
+    """Whether a process holds the seed lock at `path`."""
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False

@@ -67,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, help="the seed (sets train.seed)")
     train.add_argument("--force", action="store_true", help="retrain a finished seed")
     train.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep a seed already finished with this recipe; retrain one of another recipe",
+    )
+    train.add_argument(
         "--prepared", type=Path, help="read the sets from this `seedvar prepare` folder"
     )
 
@@ -134,7 +139,7 @@ def _train(args: argparse.Namespace) -> int:
     from seedvar.study.seed import run_seed
 
     config = _config(args, *([f"train.seed={args.seed}"] if args.seed is not None else []))
-    result = run_seed(config, force=args.force, prepared=args.prepared)
+    result = run_seed(config, force=args.force, prepared=args.prepared, reuse=args.reuse)
     print(
         f"seed {config.train.seed} finished in {result.wall_seconds:.0f} s: "
         f"{result.seed_dir} (MLflow run {result.run_id})"

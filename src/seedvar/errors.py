@@ -25,6 +25,10 @@ class TrackingError(SeedvarError):
     """The MLflow tracking store cannot be reached."""
 
 
+class DiskError(SeedvarError):
+    """The output folder cannot be written, or its disk filled up during a run."""
+
+
 class DivergedError(SeedvarError):
     """Training produced a non-finite loss or non-finite predictions: the seed is not a result."""
 

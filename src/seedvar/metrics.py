@@ -72,6 +72,7 @@ HANS_COLUMNS = (*HEURISTIC_COLUMNS, HANS_OVERALL, *SUBCASES)
 NON_ENTAILED_COLUMNS = tuple(c for c in HEURISTIC_COLUMNS if c.endswith("(nonent)"))
 SUBJECT_OBJECT_SWAP = "ln_subject/object_swap"
 HANS_NON_ENTAILED = "HANS non-entailed"  # all non-entailed HANS examples
+MAJORITY_SHARE = "majority share"  # share of a set's most frequent predicted label
 HEADLINE_COLUMNS = (
     MNLI_MATCHED,
     MNLI_MISMATCHED,
@@ -131,20 +132,31 @@ def hans_non_entailed(metrics: dict[str, float]) -> float:
     return float(np.mean([metrics[column] for column in NON_ENTAILED_COLUMNS]))
 
 
+def majority_share_column(eval_set: EvalSet) -> str:
+    """The metric column holding a set's majority share, e.g. `majority share hans`."""
+    return f"{MAJORITY_SHARE} {eval_set}"
+
+
+def majority_share(predicted: np.ndarray) -> float:
+    """Share of the most frequent predicted label: 1.0 for a seed that predicts one class."""
+    return float(np.bincount(np.asarray(predicted)).max() / len(predicted))
+
+
 def set_metrics(
     eval_set: EvalSet,
     gold: np.ndarray,
     predicted: np.ndarray,
     hans_groups: dict[str, np.ndarray] | None = None,
 ) -> dict[str, float]:
-    """Paper-named metrics of one evaluation set; `hans_groups` holds HANS's heuristic,
-    subcase and (where known) template per example."""
+    """Paper-named metrics of one evaluation set and its majority share; `hans_groups` holds
+    HANS's heuristic, subcase and (where known) template per example."""
+    share = {majority_share_column(eval_set): majority_share(predicted)}
     if eval_set is EvalSet.HANS:
         if hans_groups is None:
             raise ValueError("HANS metrics need the heuristic and subcase of every example")
-        return hans_metrics(gold, predicted, **hans_groups)
+        return {**hans_metrics(gold, predicted, **hans_groups), **share}
     name = MNLI_MATCHED if eval_set is EvalSet.MNLI_MATCHED else MNLI_MISMATCHED
-    return {name: accuracy(gold, predicted)}
+    return {name: accuracy(gold, predicted), **share}
 
 
 def mlflow_key(column: str) -> str:
@@ -155,6 +167,8 @@ def mlflow_key(column: str) -> str:
         return "mnli/mismatched_accuracy"
     if column == HANS_OVERALL:
         return "hans/overall"
+    if column.startswith(MAJORITY_SHARE):
+        return f"majority_share/{column.removeprefix(MAJORITY_SHARE).strip()}"
     if column in HEURISTIC_COLUMNS:
         short, gold_name = column.rstrip(")").split(" (")
         return f"hans/{short.lower()}_{gold_name}"

@@ -31,9 +31,15 @@ from seedvar.study.analysis import (
 )
 from seedvar.study.job import SeedJob
 
+NOT_RECIPE = {
+    *("train.seed", "train.init_seed", "train.data_seed", "seeds", "output_dir"),
+    *("tracking.uri", "tracking.experiment", "data.cache_dir", "data.reference_runs"),
+}
+
 
 def seed_table(runs_dir: Path, seeds: list[int]) -> pd.DataFrame:
-    """One row per seed: the paper table's columns, MNLI-mm, and the seed."""
+    """One row per seed: the paper table's columns, MNLI-mm, and the seed; every seed must
+    have finished and report the same columns (e.g. the same HANS subcases)."""
     rows = []
     for seed in seeds:
         job = SeedJob(runs_dir, seed)
@@ -44,9 +50,42 @@ def seed_table(runs_dir: Path, seeds: list[int]) -> pd.DataFrame:
                 f"run `dvc repro` or `seedvar train --seed {seed}` first"
             )
         rows.append({"seed": seed, **metrics})
+    for row in rows[1:]:
+        if row.keys() != rows[0].keys():
+            missing = sorted(rows[0].keys() ^ row.keys())
+            raise SeedvarError(
+                f"seeds {rows[0]['seed']} and {row['seed']} report different metrics "
+                f"({', '.join(missing[:5])}): they were evaluated on different sets or HANS "
+                "subcases; evaluate every seed of a study on the same data"
+            )
     table = pd.DataFrame(rows)
-    columns = ["seed", *PAPER_COLUMNS, MNLI_MISMATCHED]
+    columns = [c for c in ("seed", *PAPER_COLUMNS, MNLI_MISMATCHED) if c in table]
     return table[[*columns, *[c for c in table.columns if c not in columns]]]
+
+
+def require_one_recipe(config: Config, runs_dir: Path, seeds: list[int]) -> None:
+    """SeedvarError naming the seeds and settings where a seed's recipe is not the study's."""
+    expected = _recipe(config)
+    problems = []
+    for seed in seeds:
+        trained = _recipe(SeedJob(runs_dir, seed).finished_config())
+        differing = [
+            f"{key} {trained.get(key)!r} (study: {expected.get(key)!r})"
+            for key in sorted(expected.keys() | trained.keys())
+            if trained.get(key) != expected.get(key)
+        ]
+        if differing:
+            problems.append(f"seed {seed}: {', '.join(differing[:4])}")
+    if problems:
+        raise SeedvarError(
+            f"seeds trained with another recipe than this study's: {'; '.join(problems[:3])}; "
+            "aggregate one recipe at a time (retrain those seeds or point output_dir elsewhere)"
+        )
+
+
+def _recipe(config: Config) -> dict[str, object]:
+    """The settings that decide a seed's result, but for the seed itself."""
+    return {key: value for key, value in config.flat().items() if key not in NOT_RECIPE}
 
 
 def correct_matrix(
@@ -74,6 +113,7 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, di
     results_dir.mkdir(parents=True, exist_ok=True)
     seeds = config.seeds
     table = seed_table(runs_dir, seeds)
+    require_one_recipe(config, runs_dir, seeds)
     table.to_csv(results_dir / "seeds.csv", index=False)
 
     numeric = [c for c in table.columns if c != "seed"]

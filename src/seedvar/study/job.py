@@ -8,22 +8,27 @@ runs/seed-N/          the finished seed, moved into place by renames (never half
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from seedvar.config import Config
-from seedvar.errors import OutputExistsError
+from seedvar.config import Config, validate
+from seedvar.errors import DiskError, OutputExistsError, first_line
 from seedvar.training.resume import resume_checkpoint
 
 RUN_STATE = "run.json"
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+FULL_DISK_TEXT = ("No space left on device", "file write failed")  # torch and safetensors
 METRICS = "metrics.json"
 CONFIG = "config.yaml"
 
@@ -70,6 +75,15 @@ class SeedJob:
         path = self.folder / METRICS
         return json.loads(path.read_text()) if path.is_file() else None
 
+    def finished_config(self) -> Config:
+        """The recipe the finished seed was trained with (its config.yaml)."""
+        path = self.folder / CONFIG
+        return validate(yaml.safe_load(path.read_text()), source=str(path))
+
+    def finished_run_id(self) -> str:
+        """The MLflow run of the finished seed."""
+        return json.loads((self.folder / RUN_STATE).read_text())["run_id"]
+
     def refuse_finished(self, force: bool) -> None:
         """OutputExistsError if the seed has finished (unless `force`)."""
         if self.finished_metrics() is not None and not force:
@@ -77,6 +91,34 @@ class SeedJob:
                 f"seed {self.seed} is already finished in {self.folder}; "
                 "use another seed or output_dir, or --force to retrain it"
             )
+
+    def check_writable(self) -> None:
+        """DiskError, before any work, if the output folder cannot be written."""
+        try:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=self.output_dir):
+                pass
+        except OSError as error:
+            raise DiskError(
+                f"cannot write to output_dir {self.output_dir} ({error.strerror or error}); "
+                "make it writable or choose another output_dir"
+            ) from None
+
+    @contextmanager
+    def disk_errors_explained(self) -> Iterator[None]:
+        """Turn a full or read-only disk during the run into one DiskError line."""
+        try:
+            yield
+        except Exception as error:
+            code = error.errno if isinstance(error, OSError) else None
+            if code not in DISK_ERRNOS and not any(text in str(error) for text in FULL_DISK_TEXT):
+                raise
+            problem = "is read-only now" if code == errno.EROFS else "has no space left"
+            raise DiskError(
+                f"the disk of {self.output_dir} {problem} ({first_line(error)}) while working "
+                f"on seed {self.seed}; fix that and run the same command again: the seed "
+                "resumes where it stopped"
+            ) from None
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -130,7 +172,6 @@ class SeedJob:
 
     def publish(self) -> None:
         """Move the finished seed into place with renames, so no reader sees half a seed."""
-        (self.work_dir / RUN_STATE).unlink()
         replaced = self.folder.with_name(self.folder.name + ".replaced")
         if self.folder.exists():
             self.folder.rename(replaced)

@@ -42,6 +42,7 @@ def run_seed(
     callbacks: list[L.Callback] | None = None,
     parent_run_id: str | None = None,
     run_tags: dict[str, str] | None = None,
+    reuse: bool = False,
 ) -> SeedResult:
     """Fine-tune and evaluate the seed `config.train.seed`; never overwrites a finished seed.
 
@@ -50,14 +51,22 @@ def run_seed(
     `parent_run_id`: the MLflow run to file this seed under (default: the study's run).
     A seed whose process died continues where it stopped: from its last training checkpoint,
     or, once trained, straight at evaluation; in the same MLflow run.
+    `reuse`: a seed already finished with this same recipe is returned as it is (a DVC stage
+    rerun after its first run finished unrecorded); one of another recipe is retrained.
     """
     started = time.perf_counter()
     job = SeedJob.of(config)
+    if reuse and job.finished_metrics() is not None:
+        if job.finished_config().hash() == config.hash():
+            elapsed = time.perf_counter() - started
+            return SeedResult(job.folder, job.finished_run_id(), job.finished_metrics(), elapsed)
+        force = True
     job.refuse_finished(force)
+    job.check_writable()
     tracking.check_reachable(config)
     tokenizer = load_tokenizer(config.model.name)
     inputs = study_inputs(config, prepared)
-    with job.locked():
+    with job.locked(), job.disk_errors_explained():
         job.refuse_finished(force)  # again: another process may have finished it meanwhile
         attempt = job.resumable(config)
         if parent_run_id is None and attempt.run_id is None:

@@ -1,0 +1,135 @@
+"""Never publish a wrong seed, never waste a finished one: divergence, kills after training,
+odd inputs and disk errors, through real processes and real files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import OFFLINE
+
+SMOKE = ["--profile", "smoke"]
+
+
+def train(*args: str) -> list[str]:
+    return [sys.executable, "-m", "seedvar.cli", "train", *SMOKE, *args]
+
+
+def one_line_error(done: subprocess.CompletedProcess, message: str) -> None:
+    """Exit 2, no traceback, and one error line (the last) that says `message`."""
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("seedvar: error: ") and message in last, done.stderr
+
+
+def seed_runs(name: str) -> list:
+    client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
+    experiment = client.get_experiment_by_name("seedvar").experiment_id
+    return client.search_runs([experiment], f"attributes.run_name = '{name}'")
+
+
+@pytest.mark.slow
+def test_a_diverged_seed_fails_and_is_not_published(study_dir: Path):
+    done = subprocess.run(
+        train("--seed", "0", "--set", "train.learning_rate=1e4"), capture_output=True, text=True
+    )
+    one_line_error(done, "training diverged: the loss became non-finite at step")
+    assert not Path("runs/seed-0").exists()
+    (run,) = seed_runs("seed-0")
+    assert run.info.status == "FAILED"
+
+
+@pytest.mark.slow
+def test_a_seed_killed_while_evaluating_resumes_at_evaluation_in_the_same_run(study_dir: Path):
+    args = ("--seed", "3", "--set", "data.max_eval_examples=3000")
+    cut = subprocess.Popen(
+        train(*args), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    first_set = Path("runs/seed-3.partial/predictions/mnli_matched.parquet")
+    deadline = time.monotonic() + 180
+    while not first_set.is_file():
+        assert cut.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    os.killpg(cut.pid, signal.SIGKILL)
+    cut.wait()
+    assert not Path("runs/seed-3/metrics.json").exists()
+    (killed,) = seed_runs("seed-3")
+    client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
+    curve = client.get_metric_history(killed.info.run_id, "train/loss")
+    written = first_set.stat().st_mtime_ns
+
+    rerun = subprocess.run(train(*args), capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "Epoch 0" not in rerun.stderr  # no training: the saved weights are the checkpoint
+    (run,) = seed_runs("seed-3")  # the same MLflow run, now finished
+    assert run.info.run_id == killed.info.run_id and run.info.status == "FINISHED"
+    assert len(client.get_metric_history(run.info.run_id, "train/loss")) == len(curve)
+    finished = Path("runs/seed-3/predictions/mnli_matched.parquet")
+    assert finished.stat().st_mtime_ns == written  # a finished set is not predicted again
+    assert len(pd.read_parquet("runs/seed-3/predictions/hans.parquet")) == 3000
+
+
+def _broken_copy(name: str, change) -> str:  # noqa: ANN001 (a frame -> frame function)
+    frame = change(pd.read_parquet(OFFLINE / "hans" / "validation.parquet"))
+    path = Path(name)
+    frame.to_parquet(path)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda f: f.assign(premise=[None, *f["premise"][1:]]), "have no premise text (id 0)"),
+        (lambda f: f.assign(subcase=["ln_bogus", *f["subcase"][1:]]), "unknown HANS subcase"),
+        (lambda f: f.assign(idx=[1, *f["idx"][1:]]), "repeated example id(s) (1)"),
+    ],
+)
+def test_odd_data_stops_before_training_with_one_line(study_dir: Path, change, message):
+    hans = _broken_copy("hans.parquet", change)
+    done = subprocess.run(
+        train("--seed", "1", "--set", f"data.hans={hans}"), capture_output=True, text=True
+    )
+    one_line_error(done, message)
+    assert not Path("runs/seed-1.partial").exists()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 6 MiB tmpfs: room for a seed's small files, not for its checkpoint."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)])
+    if done.returncode != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_one_line_and_the_seed_resumes(study_dir: Path, small_disk: Path):
+    args = ("--seed", "2", "--set", f"output_dir={small_disk}/runs")
+    done = subprocess.run(
+        train(*args, "--set", "train.checkpoint_every_n_steps=2"), capture_output=True, text=True
+    )
+    one_line_error(done, f"the disk of {small_disk}/runs has no space left")
+    assert "run the same command again" in done.stderr
+    assert not (small_disk / "runs" / "seed-2").exists()
+
+
+def test_a_read_only_output_dir_is_refused_before_any_work(study_dir: Path, small_disk: Path):
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    done = subprocess.run(
+        train("--seed", "2", "--set", f"output_dir={small_disk}/runs"),
+        capture_output=True,
+        text=True,
+    )
+    one_line_error(done, f"cannot write to output_dir {small_disk}/runs")
