@@ -93,10 +93,13 @@ class SeedJob:
             )
 
     def check_writable(self) -> None:
-        """DiskError, before any work, if the output folder cannot be written."""
+        """DiskError, before any work, if the output folder (or, while it does not exist yet,
+        the folder it will be made in) cannot be written."""
+        folder = self.output_dir
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
         try:
-            self.output_dir.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryFile(dir=self.output_dir):
+            with tempfile.TemporaryFile(dir=folder):
                 pass
         except OSError as error:
             raise DiskError(
