@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -29,3 +34,51 @@ def postgres_url() -> Iterator[str]:
 
     with postgres_server() as url:
         yield url
+
+
+def run_ok(*command: str, cwd: Path) -> str:
+    """Run a command; fail the test with its output unless it exits 0."""
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def set_params(project: Path, **values: object) -> None:
+    """Change top-level keys of a project's params.yaml."""
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params.update(values)
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+
+
+def stages_ran(output: str) -> set[str]:
+    """The stages a `dvc repro` output says it ran."""
+    return {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")}
+
+
+def dvc_project(path: Path, **params: object) -> Path:
+    """A git + DVC repository at `path` holding the pipeline, its sources, the offline data
+    and the repo's DVC config (its default remote), with `params` set in params.yaml."""
+    shutil.copytree(REPO / "src", path / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "data" / "offline", path / "data" / "offline")
+    shutil.copy(REPO / "dvc.yaml", path)
+    shutil.copy(REPO / "params.yaml", path)
+    set_params(path, **params)
+    run_ok("git", "init", "-q", cwd=path)
+    run_ok("dvc", "init", "-q", cwd=path)
+    shutil.copy(REPO / ".dvc" / "config", path / ".dvc" / "config")
+    commit(path, "init")
+    return path
+
+
+def commit(path: Path, message: str) -> None:
+    run_ok("git", "add", "-A", cwd=path)
+    run_ok("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message, cwd=path)
+
+
+@pytest.fixture(scope="module")
+def dvc_environment() -> Iterator[None]:
+    """dvc and the stages' `seedvar` from this environment; MLflow stores per project."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        patch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+        yield

@@ -111,7 +111,23 @@ def test_aggregate_writes_every_table(results):
 
     flat = flat_headline(results_dir)
     assert flat["study/mnli/matched_accuracy/mean"] == pytest.approx(seeds["MNLI dev acc."].mean())
-    assert "study/spread_ratio/hans/lexical_nonent" in flat and flat["study/seeds/count"] == 4
+    assert flat["study/seeds/count"] == 4 and "study/verdict/outcome" not in flat
+    headline = json.loads((results_dir / "headline.json").read_text())
+    assert set(headline) == {
+        "mnli/matched_accuracy",
+        "hans/lexical_nonent",
+        "hans/subseq_nonent",
+        "hans/constituent_nonent",
+        "hans/ln_subject/object_swap",
+        "seeds",
+        "verdict",
+    }
+    decision = json.loads((results_dir / "verdict.json").read_text())
+    assert headline["verdict"]["outcome"] == decision["outcome"] == "inconclusive"
+    assert decision["reason"] == (  # random logits: MNLI-m at chance
+        "inconclusive: mean MNLI-m accuracy 0.304 is within 5 points of chance (1/3)"
+    )
+    assert "Infinity" not in (results_dir / "verdict.json").read_text()
 
 
 def test_report_files_and_one_point_per_seed(results):
@@ -123,11 +139,13 @@ def test_report_files_and_one_point_per_seed(results):
         assert (results_dir.parent / "report" / f"{plot}.png").stat().st_size > 10_000
     page = (results_dir.parent / "report" / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 4 and "Across 4 seeds" in page
-    assert "reproduce" in (results_dir.parent / "report" / "report.md").read_text()
+    markdown = (results_dir.parent / "report" / "report.md").read_text()
+    decision = json.loads((results_dir / "verdict.json").read_text())
+    assert f"Verdict: {decision['reason']}." in markdown
 
     seeds = pd.read_csv(results_dir / "seeds.csv")
-    scatter = plot_mnli_vs_hans(seeds).axes[0].collections[0]
-    assert len(scatter.get_offsets()) == len(SEEDS)
+    paper_runs, our_seeds = plot_mnli_vs_hans(seeds, pd.read_csv(REFERENCE)).axes[0].collections
+    assert len(our_seeds.get_offsets()) == len(SEEDS) and len(paper_runs.get_offsets()) == 100
     paper_points, our_points = plot_subcases(seeds, pd.read_csv(REFERENCE)).axes[0].collections
     assert len(our_points.get_offsets()) == 30 * len(SEEDS)
     assert len(paper_points.get_offsets()) == 30 * 100

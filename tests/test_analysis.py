@@ -10,7 +10,6 @@ from seedvar.study.analysis import (
     agreement,
     bootstrap_mean_ci,
     compare_spread,
-    correlations,
     describe,
     multibootstrap,
 )
@@ -34,18 +33,6 @@ def test_bootstrap_interval_matches_the_normal_approximation():
     expected_half_width = 1.96 * values.std(ddof=1) / np.sqrt(len(values))  # about 0.0098
     assert low < values.mean() < high
     assert (high - low) / 2 == pytest.approx(expected_half_width, rel=0.15)
-
-
-def test_correlations_linear_and_monotone():
-    x = np.linspace(0.83, 0.85, 10)
-    table = pd.DataFrame(
-        {"MNLI dev acc.": x, "linear": 2 * x + 1, "monotone": np.exp(50 * x), "flat": np.ones(10)}
-    )
-    result = correlations(table, ["linear", "monotone", "flat"]).set_index("column")
-    assert result.loc["linear", "pearson_r"] == pytest.approx(1.0)
-    assert result.loc["monotone", "spearman_rho"] == pytest.approx(1.0)
-    assert result.loc["monotone", "pearson_r"] < 0.999
-    assert np.isnan(result.loc["flat", "pearson_r"])
 
 
 def test_agreement_counts_seeds_per_example():

@@ -5,68 +5,37 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import REPO
+from tests.conftest import dvc_project, run_ok, set_params, stages_ran
 
 pytestmark = pytest.mark.slow
 
 
-def _run(*command: str, cwd: Path) -> str:
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
-    assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
-
-
-def _set_params(project: Path, **values) -> None:
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    params.update(values)
-    (project / "params.yaml").write_text(yaml.safe_dump(params))
-
-
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A git + DVC repository holding the pipeline, its sources and the offline data."""
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    # dvc, and the `seedvar` commands of the stages, from this environment even if not activated
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    shutil.copytree(REPO / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "data" / "offline", tmp_path / "data" / "offline")
-    shutil.copy(REPO / "dvc.yaml", tmp_path)
-    shutil.copy(REPO / "params.yaml", tmp_path)
-    _set_params(tmp_path, profile="smoke", seeds=[0, 1, 2])
-    _run("git", "init", "-q", cwd=tmp_path)
-    _run("dvc", "init", "-q", cwd=tmp_path)
-    _run("dvc", "config", "core.analytics", "false", cwd=tmp_path)
-    _run("git", "add", "-A", cwd=tmp_path)
-    _run("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init", cwd=tmp_path)
-    return tmp_path
-
-
-def _ran(output: str) -> set[str]:
-    return {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")}
+def project(tmp_path: Path, dvc_environment: None) -> Path:
+    """A git + DVC repository holding the pipeline on the smoke profile, seeds 0-2."""
+    return dvc_project(tmp_path, profile="smoke", seeds=[0, 1, 2])
 
 
 def test_dvc_repro_runs_the_study_and_reruns_only_what_changed(project: Path):
-    first = _run("dvc", "repro", cwd=project)
-    assert _ran(first) == {"prepare", "seed@0", "seed@1", "seed@2", "aggregate", "report"}
+    first = run_ok("dvc", "repro", cwd=project)
+    assert stages_ran(first) == {"prepare", "seed@0", "seed@1", "seed@2", "aggregate", "report"}
     seeds = pd.read_csv(project / "results" / "seeds.csv")
     assert seeds["seed"].tolist() == [0, 1, 2] and "ln_subject/object_swap" in seeds
     headline = json.loads((project / "results" / "headline.json").read_text())
-    assert headline["seeds"]["count"] == 3 and "hans/lexical_nonent" in headline["spread_ratio"]
+    assert headline["seeds"]["count"] == 3 and "hans/lexical_nonent" in headline
+    assert headline["verdict"]["outcome"] in ("reproduces", "does not reproduce", "inconclusive")
     for name in ("report.html", "report.md", "subcases.png", "std.svg"):
         assert (project / "report" / name).is_file()
-    assert "mnli/matched_accuracy" in _run("dvc", "metrics", "show", cwd=project)
+    assert "mnli/matched_accuracy" in run_ok("dvc", "metrics", "show", cwd=project)
 
     client = MlflowClient(f"sqlite:///{project}/mlruns/mlflow.db")
     experiment = client.get_experiment_by_name("seedvar").experiment_id
@@ -79,15 +48,15 @@ def test_dvc_repro_runs_the_study_and_reruns_only_what_changed(project: Path):
     assert "study/hans/lexical_nonent/std" in study[0].data.metrics
     assert {a.path for a in client.list_artifacts(study[0].info.run_id)} == {"results", "report"}
 
-    assert _ran(_run("dvc", "repro", cwd=project)) == set()  # nothing changed, nothing runs
+    assert stages_ran(run_ok("dvc", "repro", cwd=project)) == set()  # nothing changed, nothing runs
 
-    _set_params(project, seeds=[0, 1, 2, 3])
-    assert _ran(_run("dvc", "repro", cwd=project)) == {"seed@3", "aggregate", "report"}
+    set_params(project, seeds=[0, 1, 2, 3])
+    assert stages_ran(run_ok("dvc", "repro", cwd=project)) == {"seed@3", "aggregate", "report"}
     assert len(pd.read_csv(project / "results" / "seeds.csv")) == 4
 
 
 def test_killed_repro_redoes_only_unfinished_seeds(project: Path):
-    _run("dvc", "repro", "prepare", cwd=project)
+    run_ok("dvc", "repro", "prepare", cwd=project)
     repro = subprocess.Popen(
         ["dvc", "repro"],
         cwd=project,
@@ -104,14 +73,14 @@ def test_killed_repro_redoes_only_unfinished_seeds(project: Path):
     assert (project / "runs" / "seed-0" / "metrics.json").is_file()
     assert not (project / "runs" / "seed-1" / "metrics.json").exists()
 
-    rerun = _run("dvc", "repro", cwd=project)
-    assert _ran(rerun) == {"seed@1", "seed@2", "aggregate", "report"}
+    rerun = run_ok("dvc", "repro", cwd=project)
+    assert stages_ran(rerun) == {"seed@1", "seed@2", "aggregate", "report"}
     assert len(pd.read_csv(project / "results" / "seeds.csv")) == 3
 
 
 def test_a_seed_finished_after_dvc_was_killed_is_reused_not_retrained(project: Path):
-    _set_params(project, seeds=[0])
-    _run("dvc", "repro", "prepare", cwd=project)
+    set_params(project, seeds=[0])
+    run_ok("dvc", "repro", "prepare", cwd=project)
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     repro = subprocess.Popen(["dvc", "repro"], cwd=project, start_new_session=True, **quiet)
     deadline = time.monotonic() + 240
@@ -125,8 +94,8 @@ def test_a_seed_finished_after_dvc_was_killed_is_reused_not_retrained(project: P
         assert time.monotonic() < deadline
         time.sleep(0.2)
 
-    rerun = _run("dvc", "repro", cwd=project)
-    assert {"seed@0", "aggregate", "report"} <= _ran(rerun)
+    rerun = run_ok("dvc", "repro", cwd=project)
+    assert {"seed@0", "aggregate", "report"} <= stages_ran(rerun)
     client = MlflowClient(f"sqlite:///{project}/mlruns/mlflow.db")
     experiment = client.get_experiment_by_name("seedvar").experiment_id
     runs = client.search_runs([experiment], "attributes.run_name = 'seed-0'")

@@ -294,3 +294,14 @@ def test_sweep_outcomes():
         "in the others (0 ignored at chance)"
     )
     assert sweep_verdict({"few": few}).outcome == "inconclusive"
+
+
+def test_evaluation_sets_too_small_for_any_number_of_seeds_are_inconclusive():
+    tiny = {MNLI_MATCHED: 60, **dict.fromkeys(NON_ENTAILED, 20)}
+    assert minimum_seeds(0.84 * 0.16 / 60, 0.25 / 20) is None
+    table = pd.DataFrame(
+        {MNLI_MATCHED: [0.8, 0.85, 0.9], **dict.fromkeys(NON_ENTAILED, [0.1, 0.5, 0.9])}
+    )
+    result = verdict(table, tiny)
+    assert result.outcome == "inconclusive" and result.min_seeds is None
+    assert result.reason.startswith("inconclusive: the evaluation sets are too small")

@@ -7,8 +7,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
+
 from seedvar import __version__
-from seedvar.config import Config, load_config
+from seedvar.config import Config, load_config, profile_names
 from seedvar.errors import SeedvarError
 from seedvar.metrics import HEADLINE_COLUMNS
 
@@ -22,7 +24,7 @@ def _config_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--profile",
-        choices=("paper", "cpu", "smoke"),
+        choices=profile_names(),
         help="settings bundle; overrides `profile` in the params file (which defaults to paper)",
     )
     parser.add_argument(
@@ -59,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=summary, description=summary)
         _config_arguments(sub)
         return sub
+
+    command("config", "print the resolved configuration a command would run with (YAML)")
 
     prepare = command("prepare", "load and tokenize a study's sets once")
     _output(prepare, "prepared", "where the prepared sets go")
@@ -124,6 +128,11 @@ def _print_summary(metrics: dict[str, float]) -> None:
     for column in HEADLINE_COLUMNS:
         if column in metrics:
             print(f"  {column:<26} {metrics[column]:.4f}")
+
+
+def _show_config(args: argparse.Namespace) -> int:
+    print(yaml.safe_dump(_config(args).model_dump(), sort_keys=False), end="")
+    return 0
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -211,6 +220,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "config": _show_config,
     "prepare": _prepare,
     "train": _train,
     "evaluate": _evaluate,

@@ -1,4 +1,8 @@
-"""Typed configuration: defaults < profile < params.yaml < --set overrides, validated up front."""
+"""Typed configuration: defaults < profile < params.yaml < --set overrides, validated up front.
+
+The defaults and the profiles are data (src/seedvar/profiles/*.yaml) that DVC stages depend
+on; the classes here say only what each setting may be.
+"""
 
 from __future__ import annotations
 
@@ -22,10 +26,9 @@ from pydantic import (
 )
 
 from seedvar.errors import ConfigError
-from seedvar.profiles import PROFILES
 
-HANS_URL = "https://raw.githubusercontent.com/tommccoy1/hans/master/heuristics_evaluation_set.txt"
-HANS_TRAIN_URL = "https://raw.githubusercontent.com/tommccoy1/hans/master/heuristics_train_set.txt"
+PROFILES_DIR = Path(__file__).parent / "profiles"
+DEFAULTS = PROFILES_DIR / "defaults.yaml"
 
 
 Finite = Annotated[float, AllowInfNan(False)]  # .inf and .nan are typos, not settings
@@ -34,46 +37,46 @@ Finite = Annotated[float, AllowInfNan(False)]  # .inf and .nan are typos, not se
 class Section(BaseModel):
     """A config section: unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid")
 
 
 class ModelConfig(Section):
-    name: str = "bert-base-uncased"
-    max_length: StrictInt = Field(128, ge=8, le=512)
+    name: str
+    max_length: StrictInt = Field(ge=8, le=512)
 
 
 class DataConfig(Section):
-    mnli_train: str = "hub"
-    mnli_validation_matched: str = "hub"
-    mnli_validation_mismatched: str = "hub"
-    hans: str = HANS_URL
-    hans_train: str = HANS_TRAIN_URL
-    hans_train_examples: StrictInt = Field(0, ge=0)
-    max_train_examples: StrictInt | None = Field(None, gt=0)
-    max_val_examples: StrictInt | None = Field(None, gt=0)
-    max_eval_examples: StrictInt | None = Field(None, gt=0)
-    cache_dir: str = ".cache/seedvar"
-    reference_runs: str = "data/offline/reference/mccoy2020_runs.csv"
+    mnli_train: str
+    mnli_validation_matched: str
+    mnli_validation_mismatched: str
+    hans: str
+    hans_train: str
+    hans_train_examples: StrictInt = Field(ge=0)
+    max_train_examples: StrictInt | None = Field(gt=0)
+    max_val_examples: StrictInt | None = Field(gt=0)
+    max_eval_examples: StrictInt | None = Field(gt=0)
+    cache_dir: str
+    reference_runs: str
 
 
 class TrainConfig(Section):
-    seed: StrictInt = Field(0, ge=0)
-    init_seed: StrictInt | None = Field(None, ge=0)
-    data_seed: StrictInt | None = Field(None, ge=0)
-    learning_rate: Finite = Field(2e-5, gt=0)
-    batch_size: StrictInt = Field(32, gt=0)
-    epochs: StrictInt = Field(3, gt=0)
-    group_by_length: StrictBool = True
-    max_steps: StrictInt | None = Field(None, gt=0)
-    warmup_ratio: Finite = Field(0.1, ge=0, lt=1)
-    weight_decay: Finite = Field(0.01, ge=0)
-    gradient_clip: Finite = Field(1.0, gt=0)
-    precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = "auto"
-    accelerator: Literal["auto", "cpu", "gpu"] = "auto"
-    eval_batch_size: StrictInt = Field(256, gt=0)
-    compile: StrictBool = False
-    log_every_n_steps: StrictInt = Field(50, gt=0)
-    checkpoint_every_n_steps: StrictInt = Field(500, gt=0)
+    seed: StrictInt = Field(ge=0)
+    init_seed: StrictInt | None = Field(ge=0)
+    data_seed: StrictInt | None = Field(ge=0)
+    learning_rate: Finite = Field(gt=0)
+    batch_size: StrictInt = Field(gt=0)
+    epochs: StrictInt = Field(gt=0)
+    group_by_length: StrictBool
+    max_steps: StrictInt | None = Field(gt=0)
+    warmup_ratio: Finite = Field(ge=0, lt=1)
+    weight_decay: Finite = Field(ge=0)
+    gradient_clip: Finite = Field(gt=0)
+    precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"]
+    accelerator: Literal["auto", "cpu", "gpu"]
+    eval_batch_size: StrictInt = Field(gt=0)
+    compile: StrictBool
+    log_every_n_steps: StrictInt = Field(gt=0)
+    checkpoint_every_n_steps: StrictInt = Field(gt=0)
 
     @property
     def effective_init_seed(self) -> int:
@@ -87,8 +90,8 @@ class TrainConfig(Section):
 
 
 class TrackingConfig(Section):
-    uri: str | None = None
-    experiment: str = "seedvar"
+    uri: str | None
+    experiment: str
 
 
 class SearchRange(Section):
@@ -113,27 +116,16 @@ class SearchRange(Section):
         return self
 
 
-def _default_space() -> dict[str, SearchRange]:
-    return {
-        "learning_rate": SearchRange(low=1e-5, high=1e-4, log=True),
-        "batch_size": SearchRange(choices=[16, 32]),
-        "epochs": SearchRange(choices=[2, 3, 4]),
-        "warmup_ratio": SearchRange(low=0.0, high=0.2),
-        "weight_decay": SearchRange(low=0.0, high=0.1),
-        "hans_train_examples": SearchRange(low=0, high=3000, step=500),
-    }
-
-
 class SweepConfig(Section):
-    study_name: str = "seedvar-sweep"
-    storage: str = "sqlite:///sweeps/optuna.db"
-    n_trials: StrictInt = Field(20, gt=0)
-    seeds_per_trial: StrictInt = Field(3, gt=1)
-    mode: Literal["accuracy", "accuracy_and_spread"] = "accuracy"
-    pruner: Literal["median", "none"] = "median"
-    heartbeat_seconds: StrictInt = Field(60, gt=0)
-    max_retries: StrictInt = Field(2, ge=0)
-    space: dict[str, SearchRange] = Field(default_factory=_default_space)
+    study_name: str
+    storage: str
+    n_trials: StrictInt = Field(gt=0)
+    seeds_per_trial: StrictInt = Field(gt=1)
+    mode: Literal["accuracy", "accuracy_and_spread"]
+    pruner: Literal["median", "none"]
+    heartbeat_seconds: StrictInt = Field(gt=0)
+    max_retries: StrictInt = Field(ge=0)
+    space: dict[str, SearchRange]
 
     @field_validator("space")
     @classmethod
@@ -158,14 +150,14 @@ def setting_path(key: str) -> str:
 
 
 class Config(Section):
-    profile: Literal["paper", "cpu", "smoke"] = "paper"
-    seeds: list[StrictInt] = Field(default_factory=lambda: list(range(100)))
-    model: ModelConfig = ModelConfig()
-    data: DataConfig = DataConfig()
-    train: TrainConfig = TrainConfig()
-    tracking: TrackingConfig = TrackingConfig()
-    sweep: SweepConfig = SweepConfig()
-    output_dir: str = "runs"
+    profile: str
+    seeds: list[StrictInt]
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig
+    tracking: TrackingConfig
+    sweep: SweepConfig
+    output_dir: str
 
     @field_validator("seeds")
     @classmethod
@@ -287,19 +279,39 @@ def load_config(
     overrides: list[str] | None = None,
     profile: str | None = None,
 ) -> Config:
-    """Resolve: defaults < profile < params file < overrides; errors name every problem."""
-    from_file = read_params(params_path) if params_path else {}
+    """Resolve: defaults < profile < params file < overrides; errors name every problem.
+
+    In the params file, null means "as the profile says" (params.yaml lists the keys people
+    vary with null, so that `dvc exp run -S key=value` finds them)."""
+    from_file = _without_nulls(read_params(params_path)) if params_path else {}
     from_overrides: dict[str, Any] = {}
     for override in overrides or []:
         from_overrides = _deep_merge(from_overrides, parse_override(override))
     chosen = profile or from_overrides.get("profile") or from_file.get("profile") or "paper"
-    if chosen not in PROFILES:
-        raise ConfigError(f"unknown profile {chosen!r}; choose one of {', '.join(PROFILES)}")
-    raw = _deep_merge(_deep_merge(PROFILES[chosen], from_file), from_overrides)
+    if chosen not in profile_names():
+        names = ", ".join(profile_names())
+        raise ConfigError(f"unknown profile {chosen!r}; choose one of {names}")
+    chosen_profile = read_params(PROFILES_DIR / f"{chosen}.yaml")
+    raw = _deep_merge(read_params(DEFAULTS), chosen_profile)
+    raw = _deep_merge(_deep_merge(raw, from_file), from_overrides)
     raw["profile"] = chosen
     origins = {"--set": from_overrides, str(params_path): from_file}
-    origins[f"profile {chosen}"] = PROFILES[chosen]
+    origins[f"profile {chosen}"] = chosen_profile
     return validate(raw, origins=origins)
+
+
+def profile_names() -> list[str]:
+    """The profiles there are: one YAML file each in src/seedvar/profiles/."""
+    return sorted(path.stem for path in PROFILES_DIR.glob("*.yaml") if path != DEFAULTS)
+
+
+def _without_nulls(tree: dict[str, Any]) -> dict[str, Any]:
+    """A nested mapping without its null values."""
+    return {
+        key: _without_nulls(value) if isinstance(value, dict) else value
+        for key, value in tree.items()
+        if value is not None
+    }
 
 
 def validate(

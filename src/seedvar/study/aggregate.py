@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -12,24 +14,22 @@ from seedvar.config import Config
 from seedvar.data.io import read_table
 from seedvar.errors import SeedvarError
 from seedvar.metrics import (
+    GOLD_NAMES,
     HANS_COLUMNS,
+    HANS_OVERALL,
     HEADLINE_COLUMNS,
-    HEURISTIC_COLUMNS,
+    HEURISTICS,
+    MNLI_MATCHED,
     MNLI_MISMATCHED,
     PAPER_COLUMNS,
     SUBCASES,
-    SUBJECT_OBJECT_SWAP,
     EvalSet,
+    majority_share_column,
     mlflow_key,
 )
-from seedvar.study.analysis import (
-    agreement,
-    compare_spread,
-    correlations,
-    describe,
-    multibootstrap,
-)
+from seedvar.study.analysis import agreement, compare_spread, describe, multibootstrap
 from seedvar.study.job import SeedJob
+from seedvar.study.verdict import Correlation, Prediction, correlate, mnli_predicts_hans, verdict
 
 NOT_RECIPE = {
     *("train.seed", "train.init_seed", "train.data_seed", "seeds", "output_dir"),
@@ -107,9 +107,10 @@ def correct_matrix(
     return examples.drop(columns=["predicted"]), correct
 
 
-def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, dict[str, float]]:
-    """Write seeds.csv, summary.json, headline.json, correlations, agreement, Multi-Bootstrap
-    and the comparison with the paper into `results_dir`; return the headline numbers."""
+def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, object]:
+    """Write seeds.csv, summary.json, verdict.json, headline.json, correlations, agreement,
+    Multi-Bootstrap and the comparison with the paper into `results_dir`; return the
+    headline. No inf or NaN reaches a JSON file: an undefined number is null."""
     results_dir.mkdir(parents=True, exist_ok=True)
     seeds = config.seeds
     table = seed_table(runs_dir, seeds)
@@ -118,20 +119,20 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, di
 
     numeric = [c for c in table.columns if c != "seed"]
     summary = describe(table, numeric)
-    (results_dir / "summary.json").write_text(
-        json.dumps({"seeds": seeds, "columns": summary.to_dict(orient="index")}, indent=2)
-    )
-    correlations(table, [c for c in HANS_COLUMNS if c in table]).to_csv(
+    _write_json(results_dir / "summary.json", {"seeds": seeds, "columns": summary.to_dict("index")})
+    hans_columns = [c for c in HANS_COLUMNS if c in table]
+    correlation_table(correlate(table, hans_columns)).to_csv(
         results_dir / "correlations.csv", index=False
     )
 
+    examples = {}
     for eval_set in (EvalSet.MNLI_MATCHED, EvalSet.HANS):
-        examples, correct = correct_matrix(runs_dir, seeds, eval_set)
-        examples["n_correct"] = agreement(correct)
-        examples["n_seeds"] = len(seeds)
-        examples.to_csv(results_dir / f"agreement_{eval_set}.csv", index=False)
+        examples[eval_set], correct = correct_matrix(runs_dir, seeds, eval_set)
+        examples[eval_set]["n_correct"] = agreement(correct)
+        examples[eval_set]["n_seeds"] = len(seeds)
+        examples[eval_set].to_csv(results_dir / f"agreement_{eval_set}.csv", index=False)
         if eval_set is EvalSet.HANS:
-            _multibootstrap_table(examples, correct).to_csv(
+            _multibootstrap_table(examples[eval_set], correct).to_csv(
                 results_dir / "multibootstrap.csv", index=False
             )
 
@@ -139,19 +140,70 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, di
     comparison = compare_spread(table, paper, [c for c in PAPER_COLUMNS if c in table])
     comparison.to_csv(results_dir / "comparison.csv", index_label="column")
 
-    headline = {mlflow_key(c): _headline(summary.loc[c]) for c in HEADLINE_COLUMNS if c in table}
-    headline["spread_ratio"] = {
-        mlflow_key(c): float(comparison.loc[c, "ours_range_ratio"])
-        for c in [*HEURISTIC_COLUMNS, SUBJECT_OBJECT_SWAP]
-        if c in comparison.index
+    sizes = column_sizes(examples[EvalSet.MNLI_MATCHED], examples[EvalSet.HANS])
+    shares = {
+        str(s): table[majority_share_column(s)].tolist()
+        for s in (EvalSet.MNLI_MATCHED, EvalSet.MNLI_MISMATCHED)
+        if majority_share_column(s) in table
+    }
+    decision = verdict(table, sizes, shares)
+    _write_json(
+        results_dir / "verdict.json",
+        {
+            "outcome": decision.outcome,
+            "reason": decision.reason,
+            "margin": decision.margin,
+            "min_seeds": decision.min_seeds,
+            "columns": [asdict(column) for column in decision.columns],
+            "tests": [asdict(test) for test in decision.tests],
+            "mnli_predicts_hans": _prediction(mnli_predicts_hans(table)),
+            "paper_mnli_predicts_hans": _prediction(mnli_predicts_hans(paper)),
+        },
+    )
+    headline: dict[str, object] = {
+        mlflow_key(c): _headline(summary.loc[c]) for c in HEADLINE_COLUMNS if c in table
     }
     headline["seeds"] = {"count": len(seeds)}
-    (results_dir / "headline.json").write_text(json.dumps(headline, indent=2))
+    headline["verdict"] = {"outcome": decision.outcome}
+    _write_json(results_dir / "headline.json", headline)
     return headline
 
 
+def column_sizes(mnli: pd.DataFrame, hans: pd.DataFrame) -> dict[str, int]:
+    """How many examples each seeds-table column was measured on."""
+    sizes = {MNLI_MATCHED: len(mnli), HANS_OVERALL: len(hans)}
+    for (heuristic, gold), group in hans.groupby(["heuristic", "gold"]):
+        sizes[f"{HEURISTICS[heuristic]} ({GOLD_NAMES[gold]})"] = len(group)
+    sizes.update(hans["subcase"].value_counts().to_dict())
+    return sizes
+
+
+def correlation_table(correlations: list[Correlation]) -> pd.DataFrame:
+    """Correlations as a table (permutation p-values; empty cells where undefined)."""
+    return pd.DataFrame([asdict(c) for c in correlations])
+
+
+def _prediction(prediction: Prediction) -> dict[str, str]:
+    return {"answer": prediction.answer, "reason": prediction.reason}
+
+
 def _headline(stats: pd.Series) -> dict[str, float]:
-    return {name: float(stats[name]) for name in ("mean", "std", "min", "max", "range")}
+    return {name: float(stats[name]) for name in ("mean", "std", "min", "max")}
+
+
+def _write_json(path: Path, content: object) -> None:
+    """JSON without NaN or inf (an undefined number is written as null)."""
+    path.write_text(json.dumps(_finite(content), indent=2, allow_nan=False))
+
+
+def _finite(content: object) -> object:
+    if isinstance(content, dict):
+        return {key: _finite(value) for key, value in content.items()}
+    if isinstance(content, list | tuple):
+        return [_finite(value) for value in content]
+    if isinstance(content, float) and not math.isfinite(content):
+        return None
+    return content
 
 
 def _multibootstrap_table(examples: pd.DataFrame, correct: np.ndarray) -> pd.DataFrame:
@@ -164,10 +216,11 @@ def _multibootstrap_table(examples: pd.DataFrame, correct: np.ndarray) -> pd.Dat
 
 
 def flat_headline(results_dir: Path) -> dict[str, float]:
-    """headline.json as flat MLflow metric keys, e.g. study/hans/lexical_nonent/std."""
+    """headline.json's numbers as flat MLflow metric keys, e.g. study/hans/lexical_nonent/std."""
     headline = json.loads((results_dir / "headline.json").read_text())
     return {
         f"study/{column}/{stat}": value
         for column, stats in headline.items()
         for stat, value in stats.items()
+        if isinstance(value, int | float)
     }

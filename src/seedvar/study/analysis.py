@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from seedvar.metrics import MNLI_MATCHED
 
@@ -39,21 +38,6 @@ def describe(table: pd.DataFrame, columns: list[str], n_boot: int = 2000) -> pd.
             "ci_high": high,
         }
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(STATISTICS))
-
-
-def correlations(table: pd.DataFrame, columns: list[str], x: str = MNLI_MATCHED) -> pd.DataFrame:
-    """Pearson and Spearman correlation across seeds of column `x` with each column."""
-    rows = []
-    for column in columns:
-        if table[column].nunique() < 2 or table[x].nunique() < 2:
-            rows.append((column, np.nan, np.nan, np.nan, np.nan))
-            continue
-        pearson = stats.pearsonr(table[x], table[column])
-        spearman = stats.spearmanr(table[x], table[column])
-        row = (column, pearson.statistic, pearson.pvalue, spearman.statistic, spearman.pvalue)
-        rows.append(row)
-    names = ["column", "pearson_r", "pearson_p", "spearman_rho", "spearman_p"]
-    return pd.DataFrame(rows, columns=names)
 
 
 def agreement(correct: np.ndarray) -> np.ndarray:
@@ -100,6 +84,6 @@ def compare_spread(
                 values.mean(),
                 std,
             )
-            row[f"{name}_range_ratio"] = spread / base_range if base_range > 0 else np.inf
-            row[f"{name}_std_ratio"] = std / base_std if base_std > 0 else np.inf
+            row[f"{name}_range_ratio"] = spread / base_range if base_range > 0 else np.nan
+            row[f"{name}_std_ratio"] = std / base_std if base_std > 0 else np.nan
     return pd.DataFrame.from_dict(rows, orient="index")

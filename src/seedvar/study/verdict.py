@@ -52,6 +52,7 @@ ONE_CLASS_SHARE = 0.95  # a seed predicting one class this often is degenerate
 # of DESIGN_SEED_STD (5 points; the paper's runs show 2.4 to 12 points) when MNLI-m has none.
 DESIGN_SEED_STD = 0.05
 DESIGN_POWER = 0.8
+MAX_SEEDS = 1000  # beyond this many seeds the power rule gives up
 _QUADRATURE = 2000  # quantile nodes for the power integral over MNLI-m's sample variance
 
 
@@ -89,7 +90,7 @@ class Verdict:
     columns: tuple[ColumnVariance, ...]
     tests: tuple[ColumnTest, ...]  # empty with fewer than 2 seeds
     margin: float | None  # seed std a non-entailed column must exceed; None below 2 seeds
-    min_seeds: int
+    min_seeds: int | None  # None: no number of seeds up to MAX_SEEDS gives the power
 
 
 @dataclass(frozen=True)
@@ -245,16 +246,22 @@ def minimum_seeds(
     power: float = DESIGN_POWER,
     alpha: float = ALPHA,
 ) -> int:
-    """Smallest number of seeds at which `detection_power` reaches `power`.
-
-    Terminates because the margin tends to STD_FLOOR as seeds grow, so `seed_std` must exceed it.
-    """
+    """Smallest number of seeds at which `detection_power` reaches `power`, or None when even
+    MAX_SEEDS do not (evaluation sets so small that their noise alone sets a margin above
+    `seed_std`). Power grows with the number of seeds: a bisection finds the smallest."""
     if seed_std <= STD_FLOOR:
         raise ValueError(f"a design seed std of {seed_std} cannot exceed the floor {STD_FLOOR}")
-    k = 2
-    while detection_power(k, mnli_noise_var, hans_noise_var, seed_std, alpha) < power:
-        k += 1
-    return k
+
+    def enough(k: int) -> bool:
+        return detection_power(k, mnli_noise_var, hans_noise_var, seed_std, alpha) >= power
+
+    if not enough(MAX_SEEDS):
+        return None
+    low, high = 2, MAX_SEEDS  # enough(high) holds; find the smallest such k
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle + 1, high)
+    return low
 
 
 def _near_chance(mnli_mean: float) -> bool:
@@ -335,6 +342,13 @@ def verdict(
             "inconclusive",
             f"inconclusive: mean MNLI-m accuracy {mnli_mean:.3f} is within "
             f"{CHANCE_BAND * 100:.0f} points of chance (1/3)",
+        )
+    if min_k is None:
+        return decided(
+            "inconclusive",
+            f"inconclusive: the evaluation sets are too small: their noise alone keeps the test "
+            f"from detecting a non-entailed seed std of {DESIGN_SEED_STD} with "
+            f"{DESIGN_POWER:.0%} power with up to {MAX_SEEDS} seeds",
         )
     if k < min_k or margin is None:  # min_k >= 2, so margin is set past this point
         return decided(

@@ -28,6 +28,7 @@ from seedvar.sweep.space import suggest, trial_config
 
 SUMMARIZED = [*PAPER_COLUMNS, MNLI_MISMATCHED, HANS_NON_ENTAILED]
 SWEEP_TAG = "seedvar.sweep"
+OUTPUT_DIR_ATTR, SEEDS_ATTR = "output_dir", "seeds"  # where a trial's seed folders are
 
 
 class PrunedSeed(tracking.RunStopped):
@@ -79,6 +80,8 @@ def objective(trial: optuna.Trial, base: Config) -> float | tuple[float, float]:
             summary = seed_summary(per_seed)
             for key, value in summary.items():
                 trial.set_user_attr(key, value)
+            trial.set_user_attr(OUTPUT_DIR_ATTR, config.output_dir)
+            trial.set_user_attr(SEEDS_ATTR, list(range(sweep.seeds_per_trial)))
             parent.log_raw_metrics({tracking_key(key): value for key, value in summary.items()})
     except PrunedSeed as pruned:  # the seed and trial runs ended KILLED; now tell Optuna
         raise optuna.TrialPruned(str(pruned)) from None

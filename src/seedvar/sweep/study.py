@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import optuna
 from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
@@ -11,12 +13,17 @@ from seedvar.errors import ConfigError
 from seedvar.sweep.objective import objective
 from seedvar.sweep.space import default_params, is_integer_setting, trial_config
 from seedvar.sweep.storage import rdb_storage
+from seedvar.tracking import provenance
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
+METRIC_NAMES = ["mean MNLI-m accuracy", "std of HANS non-entailed accuracy"]
+
+
 def open_study(sweep: SweepConfig) -> optuna.Study:
-    """Create or load the study in its storage (SQLite file or any SQLAlchemy URL)."""
+    """Create or load the study in its storage (SQLite file or any SQLAlchemy URL), with named
+    objectives (Optuna's dashboard shows them)."""
     storage = rdb_storage(sweep.storage, sweep.heartbeat_seconds, sweep.max_retries)
     multi = sweep.mode == "accuracy_and_spread"
     study = optuna.create_study(
@@ -36,6 +43,9 @@ def open_study(sweep: SweepConfig) -> optuna.Study:
             f"study {sweep.study_name!r} in {sweep.storage} was made for another sweep.mode; "
             "choose another sweep.study_name"
         )
+    with warnings.catch_warnings():  # "experimental" since Optuna 3.2
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names(METRIC_NAMES[: len(study.directions)])
     return study
 
 
@@ -48,6 +58,9 @@ def run_sweep(base: Config) -> optuna.Study:
         }
         trial_config(base, {k: int(v) if is_integer_setting(k) else v for k, v in corner.items()})
     study = open_study(base.sweep)
+    study.set_user_attr("profile", base.profile)
+    study.set_user_attr("mode", base.sweep.mode)
+    study.set_user_attr("git_commit", provenance()["git.commit"])
     if not study.trials:
         default = default_params(base, base.sweep.space)
         if default is not None:

@@ -1,0 +1,93 @@
+"""DVC sees the whole recipe, and a study travels through a DVC remote: real `dvc status`,
+`dvc exp run`, `dvc push` and `dvc pull` in temporary git repositories."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import commit, dvc_project, run_ok, stages_ran
+
+pytestmark = pytest.mark.slow
+SEED_STAGES = {"seed@0", "seed@1"}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory, dvc_environment: None) -> Path:
+    """A smoke study of two seeds, reproduced and committed in clone `a`."""
+    project = dvc_project(tmp_path_factory.mktemp("clones") / "a", profile="smoke", seeds=[0, 1])
+    run_ok("dvc", "repro", cwd=project)
+    commit(project, "study")
+    return project
+
+
+def changed_stages(project: Path) -> set[str]:
+    """The stages `dvc status` reports as changed."""
+    status = json.loads(run_ok("dvc", "status", "--json", cwd=project))
+    return {name.split(":")[-1] for name in status}
+
+
+@pytest.fixture
+def edited(study: Path) -> Iterator[callable]:
+    """Edit a file of the study for one test; restored afterwards."""
+    originals: dict[Path, str] = {}
+
+    def edit(relative: str, old: str, new: str) -> None:
+        path = study / relative
+        originals.setdefault(path, path.read_text())
+        assert old in path.read_text()
+        path.write_text(path.read_text().replace(old, new))
+
+    yield edit
+    for path, text in originals.items():
+        path.write_text(text)
+    assert changed_stages(study) == set()
+
+
+def test_a_reproduced_study_is_up_to_date(study: Path):
+    assert changed_stages(study) == set()
+
+
+def test_a_profile_value_is_part_of_every_seeds_recipe(study: Path, edited):
+    edited("src/seedvar/profiles/smoke.yaml", "learning_rate: 1.0e-03", "learning_rate: 2.0e-03")
+    assert SEED_STAGES | {"prepare"} <= changed_stages(study)
+
+
+def test_a_training_default_is_part_of_every_seeds_recipe(study: Path, edited):
+    edited("src/seedvar/profiles/defaults.yaml", "gradient_clip: 1.0", "gradient_clip: 0.5")
+    assert changed_stages(study) >= SEED_STAGES
+
+
+def test_training_code_is_part_of_every_seeds_recipe(study: Path, edited):
+    edited("src/seedvar/training/module.py", '"""The LightningModule', '"""The Lightning module')
+    assert changed_stages(study) == SEED_STAGES
+
+
+def test_report_code_reruns_only_the_report(study: Path, edited):
+    edited("src/seedvar/study/report.py", "OURS, PAPER = ", "OURS, PAPER =  ")
+    assert changed_stages(study) == {"report"}
+
+
+@pytest.mark.parametrize(
+    "setting", ["train.learning_rate=3e-5", "train.epochs=2", "data.max_train_examples=100"]
+)
+def test_dvc_exp_run_sets_documented_keys(study: Path, setting: str):
+    queued = run_ok("dvc", "exp", "run", "--queue", "-S", setting, cwd=study)
+    assert f"Queueing with overrides '{{'params.yaml': ['{setting}']}}'" in queued
+    run_ok("dvc", "queue", "remove", "--all", cwd=study)
+
+
+def test_a_pushed_study_is_pulled_into_a_fresh_clone_and_reproduces(study: Path):
+    run_ok("dvc", "push", cwd=study)
+    clone = study.parent / "b"
+    run_ok("git", "clone", "-q", str(study), str(clone), cwd=study.parent)
+    run_ok("dvc", "pull", cwd=clone)
+    assert stages_ran(run_ok("dvc", "repro", cwd=clone)) == set()  # trains nothing
+    seed = clone / "runs" / "seed-1"
+    run_ok("seedvar", "evaluate", str(seed / "model"), "--output", "again", cwd=clone)
+    assert json.loads((clone / "again" / "metrics.json").read_text()) == json.loads(
+        (seed / "metrics.json").read_text()
+    )
