@@ -52,13 +52,17 @@ def test_sweep_trains_k_seeds_per_trial_and_writes_its_outputs(study_dir: Path):
         first.user_attrs
     )
     assert first.value == first.user_attrs["mean/MNLI dev acc."]
+    assert loaded.metric_names == ["mean MNLI-m accuracy"]
+    assert loaded.user_attrs["profile"] == "smoke" and loaded.user_attrs["mode"] == "accuracy"
 
     trials = _sweep_runs("seedvar-sweep")
     assert sorted(run.info.run_name for run in trials) == ["trial 0", "trial 1", "trial 2"]
     for run in trials:
         seeds = _children(run.info.run_id)
+        assert "train.seed" not in run.data.params and run.data.tags["mlflow.note.content"]
         if run.info.status == "FINISHED":
             assert sorted(child.info.run_name for child in seeds) == ["seed-0", "seed-1"]
+            assert {child.data.tags["seedvar.sweep"] for child in seeds} == {"seedvar-sweep"}
             assert "mean/hans/ln_subject/object_swap" in run.data.metrics
 
     written = write_sweep_outputs(study, Path("results/sweep"))

@@ -15,13 +15,12 @@ from seedvar.errors import SeedvarError
 from seedvar.metrics import HEADLINE_COLUMNS
 
 
+def _path_option(parser: argparse.ArgumentParser, flag: str, default: str, what: str) -> None:
+    parser.add_argument(flag, type=Path, default=Path(default), help=f"{what} (default: {default})")
+
+
 def _config_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--params",
-        type=Path,
-        default=Path("params.yaml"),
-        help="params file (default: params.yaml; missing means defaults)",
-    )
+    _path_option(parser, "--params", "params.yaml", "params file; a missing one means defaults")
     parser.add_argument(
         "--profile",
         choices=profile_names(),
@@ -34,21 +33,6 @@ def _config_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override a setting, e.g. train.epochs=1 (repeat for several)",
-    )
-
-
-def _output(parser: argparse.ArgumentParser, default: str, what: str) -> None:
-    parser.add_argument(
-        "--output", type=Path, default=Path(default), help=f"{what} (default: {default})"
-    )
-
-
-def _results(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=Path("results"),
-        help="the folder of aggregated results (default: results)",
     )
 
 
@@ -65,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     command("config", "print the resolved configuration a command would run with (YAML)")
 
     prepare = command("prepare", "load and tokenize a study's sets once")
-    _output(prepare, "prepared", "where the prepared sets go")
+    _path_option(prepare, "--output", "prepared", "where the prepared sets go")
 
     train = command("train", "fine-tune and evaluate one seed")
     train.add_argument("--seed", type=int, help="the seed (sets train.seed)")
@@ -89,14 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--force", action="store_true", help="overwrite an earlier evaluation")
 
     aggregate = command("aggregate", "gather the study's seeds into tables and statistics")
-    _results(aggregate)
+    _path_option(aggregate, "--results", "results", "where the aggregated results go")
 
     report = command("report", "plots and report.html from the aggregated results")
-    _results(report)
-    _output(report, "report", "where the plots and the report go")
+    _path_option(report, "--results", "results", "the folder of aggregated results")
+    _path_option(report, "--output", "report", "where the plots and the report go")
 
     sweep = command("sweep", "Optuna study: k seeds per configuration")
-    _output(sweep, "results/sweep", "where trials.csv, plots and report.md go")
+    _path_option(sweep, "--output", "results/sweep", "where trials.csv, plots and report.md go")
     sweep.add_argument("--trials", type=int, help="sets sweep.n_trials")
 
     submit = command("submit", "put a study's seeds in a shared study database")

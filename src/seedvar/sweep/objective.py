@@ -28,7 +28,9 @@ from seedvar.sweep.space import suggest, trial_config
 
 SUMMARIZED = [*PAPER_COLUMNS, MNLI_MISMATCHED, HANS_NON_ENTAILED]
 SWEEP_TAG = "seedvar.sweep"
+SEED_SETTINGS = ("train.seed", "train.init_seed", "train.data_seed")  # per seed, not per trial
 OUTPUT_DIR_ATTR, SEEDS_ATTR = "output_dir", "seeds"  # where a trial's seed folders are
+MLFLOW_RUN_ATTR = "mlflow_run_id"  # the trial's MLflow run
 
 
 class PrunedSeed(tracking.RunStopped):
@@ -71,6 +73,7 @@ def objective(trial: optuna.Trial, base: Config) -> float | tuple[float, float]:
     prune = sweep.pruner == "median" and sweep.mode == "accuracy"
     try:
         with trial_run(config, sweep.study_name, trial.number, params) as parent:
+            trial.set_user_attr(MLFLOW_RUN_ATTR, parent.run_id)
             per_seed = [
                 _seed_metrics(
                     config.with_seed(index), trial if prune and index == 0 else None, parent.run_id
@@ -94,12 +97,14 @@ def objective(trial: optuna.Trial, base: Config) -> float | tuple[float, float]:
 def _seed_metrics(
     config: Config, pruned_by: optuna.Trial | None, parent_run_id: str
 ) -> dict[str, float]:
-    """A seed's metrics: read back if it already finished, else trained now."""
+    """A seed's metrics: read back if it already finished, else trained now (its MLflow run
+    tagged with the sweep, like its trial's)."""
     metrics = SeedJob.of(config).finished_metrics()
     if metrics is not None:
         return metrics
     callbacks = [PruneOnValidation(pruned_by)] if pruned_by else []
-    return run_seed(config, callbacks=callbacks, parent_run_id=parent_run_id).metrics
+    tags = {SWEEP_TAG: config.sweep.study_name}
+    return run_seed(config, callbacks=callbacks, parent_run_id=parent_run_id, run_tags=tags).metrics
 
 
 def tracking_key(summary_key: str) -> str:
@@ -118,9 +123,11 @@ def trial_run(
         SWEEP_TAG: sweep_name,
         "optuna.trial_number": str(trial_number),
     }
+    tags[tracking.DESCRIPTION_TAG] = (
+        f"Trial {trial_number} of sweep {sweep_name}: the configuration {params}, trained with "
+        f"seeds 0-{config.sweep.seeds_per_trial - 1} (its child runs)."
+    )
+    recipe = {k: v for k, v in config.flat().items() if k not in SEED_SETTINGS}
     with tracking.open_run(config, f"trial {trial_number}", tags=tags) as run:
-        run.log_params({**{f"trial.{k}": v for k, v in params.items()}, **config.flat()})
-        try:
-            yield run
-        except optuna.TrialPruned as pruned:
-            raise tracking.RunStopped(str(pruned)) from pruned
+        run.log_params({**{f"trial.{k}": v for k, v in params.items()}, **recipe})
+        yield run

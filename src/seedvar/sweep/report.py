@@ -22,7 +22,7 @@ from seedvar.metrics import (  # noqa: E402
 from seedvar.study.aggregate import column_sizes  # noqa: E402
 from seedvar.study.job import SeedJob  # noqa: E402
 from seedvar.study.verdict import SweepVerdict, sweep_verdict  # noqa: E402
-from seedvar.sweep.objective import OUTPUT_DIR_ATTR, SEEDS_ATTR  # noqa: E402
+from seedvar.sweep.objective import MLFLOW_RUN_ATTR, OUTPUT_DIR_ATTR, SEEDS_ATTR  # noqa: E402
 
 ACCURACY = f"mean/{MNLI_MATCHED}"
 SPREAD = f"std/{HANS_NON_ENTAILED}"
@@ -39,7 +39,7 @@ def trials_table(study: optuna.Study) -> pd.DataFrame:
             "default": bool(trial.user_attrs.get("default", False)),
         }
         row.update({f"param/{k}": v for k, v in trial.params.items()})
-        hidden = ("default", OUTPUT_DIR_ATTR, SEEDS_ATTR)
+        hidden = ("default", OUTPUT_DIR_ATTR, SEEDS_ATTR, MLFLOW_RUN_ATTR)
         row.update({k: v for k, v in trial.user_attrs.items() if k not in hidden})
         rows.append(row)
     return pd.DataFrame(rows)
