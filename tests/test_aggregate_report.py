@@ -142,6 +142,8 @@ def test_report_files_and_one_point_per_seed(results):
     markdown = (results_dir.parent / "report" / "report.md").read_text()
     decision = json.loads((results_dir / "verdict.json").read_text())
     assert f"Verdict: {decision['reason']}." in markdown
+    assert "Made from the paper study" in markdown and "4 seeds of bert-base-uncased" in markdown
+    assert "<th>column</th>" not in page  # no stray header row
 
     seeds = pd.read_csv(results_dir / "seeds.csv")
     paper_runs, our_seeds = plot_mnli_vs_hans(seeds, pd.read_csv(REFERENCE)).axes[0].collections

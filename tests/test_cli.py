@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from seedvar.cli import main
+from seedvar.errors import ModelError
+from seedvar.pretrained import load_tokenizer
 
 SMOKE = [
     "--profile",
@@ -39,30 +41,29 @@ def test_missing_data_file_stops_before_training(study_dir: Path, capsys):
     assert not Path("runs").exists() and not Path("mlruns").exists()
 
 
-def test_hub_model_without_network_names_the_offline_model(study_dir: Path):
-    """A real transformers hub call in offline mode: the hub cannot be reached here."""
+def test_a_hub_study_without_the_hub_stops_at_once_naming_the_offline_study(study_dir: Path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    train = [sys.executable, "-m", "seedvar.cli", "train", *SMOKE]
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "seedvar.cli",
-            "train",
-            *SMOKE,
-            "--set",
-            "model.name=bert-base-uncased",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
+        [*train, "--set", "model.name=bert-base-uncased"], capture_output=True, text=True, env=env
     )
-    assert done.returncode == 2, done.stderr
-    assert "cannot load model 'bert-base-uncased'" in done.stderr
-    assert "--set model.name=minilm-offline" in done.stderr
-    assert "Traceback" not in done.stderr and not Path("runs").exists()
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == (
+        "seedvar: error: the smoke study loads model.name=bert-base-uncased from the Hugging "
+        "Face hub, which cannot be reached (HF_HUB_OFFLINE is set); without it run the offline "
+        "study: dvc exp run -S profile=cpu -S 'seeds=[0,1,2,3,4]'\n"
+    )
+    assert not Path("runs").exists()
 
 
-@pytest.mark.slow
+def test_a_hub_model_that_cannot_load_names_the_offline_model(monkeypatch: pytest.MonkeyPatch):
+    """A real transformers hub call in offline mode: the hub cannot be reached here."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelError, match="cannot load model 'bert-base-uncased'") as error:
+        load_tokenizer("bert-base-uncased")
+    assert "--set model.name=minilm-offline" in str(error.value)
+
+
 def test_evaluate_saved_weights_reproduces_the_training_run(study_dir: Path, capsys):
     assert main(["train", "--seed", "2", *SMOKE]) == 0
     assert "seed 2 finished" in capsys.readouterr().out

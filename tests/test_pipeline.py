@@ -45,6 +45,8 @@ def test_dvc_repro_runs_the_study_and_reruns_only_what_changed(project: Path):
         [experiment], f"tags.`mlflow.parentRunId` = '{study[0].info.run_id}'"
     )
     assert sorted(run.info.run_name for run in children) == ["seed-0", "seed-1", "seed-2"]
+    commit = run_ok("git", "rev-parse", "HEAD", cwd=project).strip()
+    assert {run.data.tags["mlflow.source.git.commit"] for run in [*study, *children]} == {commit}
     assert "study/hans/lexical_nonent/std" in study[0].data.metrics
     assert {a.path for a in client.list_artifacts(study[0].info.run_id)} == {"results", "report"}
 
@@ -111,3 +113,13 @@ def _locked(path: Path) -> bool:
             return True
         fcntl.flock(handle, fcntl.LOCK_UN)
         return False
+
+
+def test_the_default_study_without_the_hub_stops_within_seconds(tmp_path: Path, dvc_environment):
+    project = dvc_project(tmp_path)  # the paper study of params.yaml, as committed
+    started = time.monotonic()
+    done = subprocess.run(["dvc", "repro"], cwd=project, capture_output=True, text=True)
+    assert done.returncode != 0 and time.monotonic() - started < 10
+    errors = [line for line in done.stderr.splitlines() if line.startswith("seedvar: error:")]
+    assert len(errors) == 1 and "cannot be reached" in errors[0]
+    assert "dvc exp run -S profile=cpu -S 'seeds=[0,1,2,3,4]'" in errors[0]

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import mlflow
 import pandas as pd
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
+from transformers import AutoModelForSequenceClassification
 
 from seedvar.config import load_config
 from seedvar.errors import OutputExistsError
@@ -61,6 +64,30 @@ def test_one_seed_is_trained_evaluated_and_tracked(study_dir: Path):
     assert artifacts == {
         f"predictions/{n}.parquet" for n in ("hans", "mnli_matched", "mnli_mismatched")
     }
+
+    # MLflow's own conventions: experiment kind, description, datasets, model, system metrics
+    experiment = client.get_experiment(run.info.experiment_id)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert run.data.tags["mlflow.note.content"].startswith("Seed 3 of the smoke study")
+    assert run.data.tags["mlflow.source.name"] == "seedvar"
+    inputs = {d.dataset.name: d for d in run.inputs.dataset_inputs}
+    assert set(inputs) == {"train", "validation", "mnli_matched", "mnli_mismatched", "hans"}
+    assert inputs["train"].dataset.digest == params["data.fingerprint.train"]
+    assert [tag.value for tag in inputs["train"].tags] == ["training"]
+    assert params["train.init_seed"] == "3" and params["tracking.uri"].startswith("sqlite:////")
+    assert "system/cpu_utilization_percentage" in metrics
+    (model,) = client.search_logged_models([run.info.experiment_id])
+    assert model.source_run_id == result.run_id
+    assert model.tags["seedvar.weights"] == str((result.seed_dir / "model").resolve())
+    local = mlflow.artifacts.download_artifacts(
+        f"models:/{model.model_id}", tracking_uri=client.tracking_uri
+    )
+    reloaded = AutoModelForSequenceClassification.from_pretrained(local)
+    saved = AutoModelForSequenceClassification.from_pretrained(result.seed_dir / "model")
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(reloaded.state_dict().values(), saved.state_dict().values(), strict=True)
+    )
 
     with pytest.raises(OutputExistsError, match="--force"):
         run_seed(_smoke("train.seed=3"))

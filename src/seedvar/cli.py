@@ -12,6 +12,7 @@ import yaml
 from seedvar import __version__
 from seedvar.config import Config, load_config, profile_names
 from seedvar.errors import SeedvarError
+from seedvar.hub import require_hub
 from seedvar.metrics import HEADLINE_COLUMNS
 
 
@@ -123,6 +124,7 @@ def _prepare(args: argparse.Namespace) -> int:
     from seedvar.data.prepared import build_inputs, save_inputs
 
     config = _config(args)
+    require_hub(config)
     save_inputs(build_inputs(config), config, args.output)
     print(f"prepared sets written to {args.output}")
     return 0
@@ -132,6 +134,7 @@ def _train(args: argparse.Namespace) -> int:
     from seedvar.study.seed import run_seed
 
     config = _config(args, *([f"train.seed={args.seed}"] if args.seed is not None else []))
+    require_hub(config, data=args.prepared is None)
     result = run_seed(config, force=args.force, prepared=args.prepared, reuse=args.reuse)
     print(
         f"seed {config.train.seed} finished in {result.wall_seconds:.0f} s: "
@@ -145,7 +148,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     from seedvar.study.evaluate import evaluate_saved
 
     output = args.output or args.model_dir.parent / "evaluation"
-    metrics = evaluate_saved(_config(args), args.model_dir, output, force=args.force)
+    config = _config(args)
+    require_hub(config, model=False)  # the weights come from MODEL_DIR
+    metrics = evaluate_saved(config, args.model_dir, output, force=args.force)
     print(f"evaluation written to {output}")
     _print_summary(metrics)
     return 0
@@ -176,6 +181,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from seedvar.sweep.study import run_sweep
 
     config = _config(args, *([f"sweep.n_trials={args.trials}"] if args.trials else []))
+    require_hub(config)
     study = run_sweep(config)
     written = write_sweep_outputs(study, args.output)
     print(

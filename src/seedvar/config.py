@@ -92,6 +92,8 @@ class TrainConfig(Section):
 class TrackingConfig(Section):
     uri: str | None
     experiment: str
+    log_weights: StrictBool
+    system_metrics_seconds: StrictInt = Field(gt=0)
 
 
 class SearchRange(Section):

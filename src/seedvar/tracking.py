@@ -3,6 +3,7 @@ and the Lightning logger that sends a seed's training curves to its run."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -14,8 +15,16 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from lightning.pytorch.loggers import MLFlowLogger
-from mlflow.entities import Metric, Param, RunStatus
+from mlflow.entities import (
+    Dataset,
+    DatasetInput,
+    InputTag,
+    Metric,
+    Param,
+    RunStatus,
+)
 from mlflow.tracking import MlflowClient
 
 from seedvar.config import Config, TrackingConfig
@@ -29,6 +38,8 @@ PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch
 STUDY_TAG = "seedvar.study"
 ROLE_TAG = "seedvar.role"
 PARENT_TAG = "mlflow.parentRunId"
+DESCRIPTION_TAG = "mlflow.note.content"
+DATA_CONTEXT = {"train": "training", "validation": "validation"}  # the rest: evaluation
 
 
 def tracking_uri(tracking: TrackingConfig) -> str:
@@ -55,15 +66,28 @@ def check_reachable(config: Config) -> None:
         ) from None
 
 
+EXPERIMENT_TAGS = {
+    # MLflow 3's UI opens a model-training experiment on its runs table, not the GenAI pages
+    "mlflow.experimentKind": "custom_model_development",
+    "mlflow.note.content": "A seedvar seed-variance study: one parent run per study (its "
+    "results and report), one child run per seed (its training curves, MNLI and HANS metrics, "
+    "predictions). Compare seeds by adding hans/... columns to the runs table.",
+}
+
+
 def experiment_id(client: MlflowClient, name: str) -> str:
-    """The id of experiment `name`, created (artifacts under mlruns/ for local stores) if new."""
+    """The id of experiment `name`, created (artifacts under mlruns/ for local stores) if new,
+    tagged as a model-training experiment with a description."""
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return experiment.experiment_id
-    location = None
-    if client.tracking_uri.startswith("sqlite:"):
-        location = (DEFAULT_ARTIFACT_ROOT.resolve() / name).as_uri()
-    return client.create_experiment(name, artifact_location=location)
+    if experiment is None:
+        location = None
+        if client.tracking_uri.startswith("sqlite:"):
+            location = (DEFAULT_ARTIFACT_ROOT.resolve() / name).as_uri()
+        return client.create_experiment(name, location, tags=EXPERIMENT_TAGS)
+    for key, value in EXPERIMENT_TAGS.items():
+        if key not in experiment.tags:
+            client.set_experiment_tag(experiment.experiment_id, key, value)
+    return experiment.experiment_id
 
 
 def provenance() -> dict[str, str]:
@@ -127,6 +151,39 @@ class TrackedRun:
     def log_file(self, path: Path) -> None:
         self.client.log_artifact(self.run_id, str(path))
 
+    def log_datasets(self, frames: dict[str, pd.DataFrame], fingerprints: dict[str, str]) -> None:
+        """Each set as an MLflow dataset input (the runs table's Dataset column), with its
+        content fingerprint as digest and its use (training, validation, evaluation)."""
+        inputs = []
+        for name, frame in frames.items():
+            dataset = Dataset(
+                name=name,
+                digest=fingerprints[name],
+                source_type="seedvar",
+                source=json.dumps({"set": name}),
+                profile=json.dumps({"num_rows": len(frame)}),
+            )
+            use = DATA_CONTEXT.get(name, "evaluation")
+            inputs.append(DatasetInput(dataset, [InputTag("mlflow.data.context", use)]))
+        self.client.log_inputs(self.run_id, datasets=inputs)
+
+    def log_weights(self, model_dir: Path, published: Path, upload: bool) -> str:
+        """A logged model for the run (the Models column) pointing at the folder the weights
+        are published to; with `upload`, the weights themselves too (else DVC keeps them).
+        Returns its id."""
+        experiment = self.client.get_run(self.run_id).info.experiment_id
+        model = self.client.create_logged_model(
+            experiment,
+            name=published.parent.name,
+            source_run_id=self.run_id,
+            tags={"seedvar.weights": str(published.resolve())},
+            model_type="transformers sequence classifier",
+        )
+        if upload:
+            self.client.log_model_artifacts(model.model_id, str(model_dir))
+        self.client.finalize_logged_model(model.model_id, "READY")
+        return model.model_id
+
     def lightning_logger(self) -> MLFlowLogger:
         """A Lightning logger that writes into this run and leaves ending it to us."""
         return RunLogger(tracking_uri=self.client.tracking_uri, run_id=self.run_id)
@@ -147,8 +204,13 @@ def open_store(config: Config) -> tuple[MlflowClient, str]:
 
 
 def context_tags(config: Config) -> dict[str, str]:
-    """Tags every run of a study carries: recipe hash, profile, DVC experiment if any."""
+    """Tags every run of a study carries: recipe hash, profile, MLflow's source tags (the
+    Source and Version columns), DVC experiment if any."""
     tags = {STUDY_TAG: config.study_hash(), "seedvar.profile": config.profile}
+    tags |= {"mlflow.source.name": "seedvar", "mlflow.source.type": "LOCAL"}
+    commit = _git("rev-parse", "HEAD")
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
     if os.environ.get("DVC_EXP_NAME"):
         tags["dvc.exp_name"] = os.environ["DVC_EXP_NAME"]
     return tags
@@ -165,10 +227,14 @@ def study_run_id(client: MlflowClient, experiment: str, config: Config) -> str:
     )
     if found:
         return found[0].info.run_id
+    description = (
+        f"The {config.profile} study {config.study_hash()}: {len(config.seeds)} seeds of "
+        f"{config.model.name}; its children are the seeds, its artifacts results/ and report/."
+    )
     run = client.create_run(
         experiment,
         run_name=f"study {config.profile} {config.study_hash()}",
-        tags={**context_tags(config), ROLE_TAG: "study"},
+        tags={**context_tags(config), ROLE_TAG: "study", DESCRIPTION_TAG: description},
     )
     recipe = {k: v for k, v in config.flat().items() if not k.startswith("train.seed")}
     TrackedRun(client, run.info.run_id).log_params({**recipe, "seeds": config.seeds})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+from datetime import date
 from pathlib import Path
 
 import matplotlib
@@ -14,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from seedvar import tracking  # noqa: E402
 from seedvar.config import Config  # noqa: E402
@@ -26,6 +28,7 @@ from seedvar.metrics import (  # noqa: E402
     SUBJECT_OBJECT_SWAP,
 )
 from seedvar.study.aggregate import flat_headline  # noqa: E402
+from seedvar.tracking import provenance  # noqa: E402
 
 OURS, PAPER = "tab:blue", "tab:gray"
 
@@ -77,6 +80,7 @@ def plot_agreement(mnli: pd.DataFrame, hans: pd.DataFrame) -> Figure:
     for axis, table, name in ((axes[0], mnli, "MNLI dev-matched"), (axes[1], hans, "HANS")):
         n_seeds = int(table["n_seeds"].iloc[0])
         axis.hist(table["n_correct"], bins=np.arange(n_seeds + 2) - 0.5, color=OURS)
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole seeds only
         axis.set_xlabel(f"seeds correct (of {n_seeds})")
         axis.set_ylabel("examples")
         axis.set_title(f"{name}: per-example agreement")
@@ -94,6 +98,19 @@ def plot_std(comparison: pd.DataFrame) -> Figure:
     axis.set_title("Spread across seeds per column")
     axis.legend()
     return figure
+
+
+def made_from(config: Config, n_seeds: int, mnli_examples: int, hans_examples: int) -> str:
+    """What the report was made from: profile, model, sizes, code version and date."""
+    sources = provenance()
+    return (
+        f"Made from the {config.profile} study ({config.study_hash()}): {n_seeds} seeds of "
+        f"{config.model.name}, {config.train.epochs} epoch(s) on "
+        f"{config.data.max_train_examples or 'all'} training pairs, evaluated on "
+        f"{mnli_examples:,} MNLI-m and {hans_examples:,} HANS examples; seedvar "
+        f"{sources['version.seedvar']}, commit {sources['git.commit'][:12]}, "
+        f"{date.today().isoformat()}."
+    )
 
 
 def findings(comparison: pd.DataFrame, decision: dict, n_seeds: int) -> str:
@@ -137,10 +154,13 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
     for name, figure in figures.items():
         for suffix in ("png", "svg"):
             path = report_dir / f"{name}.{suffix}"
-            figure.savefig(path, dpi=120)
+            figure.savefig(path, dpi=120, bbox_inches="tight")
             written.append(path)
         plt.close(figure)
-    paragraph = findings(comparison, decision, len(ours))
+    mnli_examples = len(pd.read_csv(results_dir / "agreement_mnli_matched.csv"))
+    hans_examples = len(pd.read_csv(results_dir / "agreement_hans.csv"))
+    paragraph = made_from(config, len(ours), mnli_examples, hans_examples) + "\n\n"
+    paragraph += findings(comparison, decision, len(ours))
     table = _comparison_table(comparison)
     (report_dir / "report.md").write_text(_markdown(paragraph, table, figures))
     (report_dir / "report.html").write_text(_html(paragraph, table, figures, report_dir))
@@ -198,9 +218,10 @@ def _html(paragraph: str, table: pd.DataFrame, figures: dict, report_dir: Path) 
         "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
         "padding:2px 6px;text-align:right}img{max-width:100%}"
     )
+    paragraphs = "".join(f"<p>{html.escape(part)}</p>" for part in paragraph.split("\n\n"))
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{TITLE}</title>"
         f"<style>{style}</style></head><body><h1>{html.escape(TITLE)}</h1>"
-        f"<p>{html.escape(paragraph)}</p><h2>Spread across seeds, ours and the paper's</h2>"
-        f"{table.to_html()}<h2>Plots</h2>{images}</body></html>"
+        f"{paragraphs}<h2>Spread across seeds, ours and the paper's</h2>"
+        f"{table.rename_axis(None).to_html()}<h2>Plots</h2>{images}</body></html>"
     )

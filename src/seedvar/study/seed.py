@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
+from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 from transformers import AutoModelForSequenceClassification
 
 from seedvar import tracking
@@ -74,13 +75,15 @@ def run_seed(
         with tracking.open_run(
             config,
             f"seed-{config.train.seed}",
-            tags={"seedvar.role": "seed", "seedvar.config_hash": config.hash(), **(run_tags or {})},
+            tags={**_seed_tags(config), **(run_tags or {})},
             parent_run_id=parent_run_id,
             resume_run_id=attempt.run_id,
         ) as run:
             if attempt.run_id is None:
                 job.begin(config, run.run_id)
                 run.log_params(_run_params(config, inputs))
+                run.log_datasets(inputs.sets.named(), inputs.sets.fingerprints())
+            monitor = system_metrics(run, config)
             if not job.trained():
                 resume = ResumeCheckpoint(job.checkpoints, config.train.checkpoint_every_n_steps)
                 model = fine_tune(
@@ -102,18 +105,49 @@ def run_seed(
                 job.work_dir,
                 autocast_dtype(config),
             )
+            monitor.finish()
             run.log_metrics(metrics)
             run.log_folder(job.work_dir / "predictions", "predictions")
             run.log_file(job.work_dir / METRICS)
             run.log_file(job.work_dir / CONFIG)
+            run.log_weights(job.model_dir, job.folder / "model", config.tracking.log_weights)
         job.publish()
     return SeedResult(job.folder, run.run_id, metrics, time.perf_counter() - started)
 
 
+def _seed_tags(config: Config) -> dict[str, str]:
+    description = (
+        f"Seed {config.train.seed} of the {config.profile} study {config.study_hash()}: "
+        f"{config.model.name} fine-tuned on MNLI, evaluated on MNLI-m/mm and HANS. Weights: "
+        f"{config.output_dir}/seed-{config.train.seed}/model (DVC)."
+    )
+    return {
+        tracking.ROLE_TAG: "seed",
+        "seedvar.config_hash": config.hash(),
+        tracking.DESCRIPTION_TAG: description,
+    }
+
+
+def system_metrics(run: tracking.TrackedRun, config: Config) -> SystemMetricsMonitor:
+    """MLflow's sampler of CPU, memory, disk (and GPU, with nvidia-ml-py) for this run."""
+    monitor = SystemMetricsMonitor(
+        run.run_id,
+        sampling_interval=config.tracking.system_metrics_seconds,
+        resume_logging=True,
+        tracking_uri=run.client.tracking_uri,
+    )
+    monitor.start()
+    return monitor
+
+
 def _run_params(config: Config, inputs: StudyInputs) -> dict[str, object]:
-    """What it takes to reproduce a seed: every setting, data fingerprints, code, device."""
+    """What it takes to reproduce a seed: every setting (the effective seeds and tracking
+    URI, not their `null`), data fingerprints, code, device."""
     return {
         **config.flat(),
+        "train.init_seed": config.train.effective_init_seed,
+        "train.data_seed": config.train.effective_data_seed,
+        "tracking.uri": tracking.tracking_uri(config.tracking),
         **{f"data.fingerprint.{k}": v for k, v in inputs.sets.fingerprints().items()},
         **{f"data.size.{k}": len(v) for k, v in inputs.tokenized.items()},
         **tracking.provenance(),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import math
+import warnings
 from pathlib import Path
 
 import datasets
@@ -55,6 +57,9 @@ def fine_tune(
         group_by_length=train.group_by_length,
         pin_memory=use_gpu(config),
     )
+    # Lightning's start-up notes (accelerators found, a logger advertisement) on every seed:
+    # noise in a 100-seed log; its warnings still show
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     trainer = L.Trainer(
         accelerator=train.accelerator,
         devices=1,
@@ -69,7 +74,9 @@ def fine_tune(
         num_sanity_val_steps=0,
         callbacks=[TQDMProgressBar(), *callbacks],
     )
-    trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
+    with warnings.catch_warnings():  # Lightning 2.6 calls a torch API torch 2.13 deprecates
+        warnings.filterwarnings("ignore", module="lightning.pytorch.utilities._pytree")
+        trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
     return module.model
 
 

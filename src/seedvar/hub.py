@@ -1,0 +1,77 @@
+"""Whether a study needs the Hugging Face hub, and a fast, one-line stop when it cannot be
+reached (instead of minutes of retries inside transformers and datasets)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from seedvar.config import Config
+from seedvar.errors import ModelError
+
+HUB_HOST = ("huggingface.co", 443)
+OFFLINE_ALIASES = ("minilm-offline", "tiny-random-bert")
+OFFLINE_STUDY = "dvc exp run -S profile=cpu -S 'seeds=[0,1,2,3,4]'"
+# The cpu profile's training, measured on 2 CPU cores: about 150 s for 6,000 pairs x 1 epoch
+# of MiniLM-L6 (README, Latest result); BERT-base has about 8 times MiniLM-L6's non-embedding
+# parameters (85 M against 10.6 M), so about 8 times the compute per pair.
+CPU_SECONDS_PER_PAIR_EPOCH_MINILM = 150 / 6000
+BERT_BASE_OVER_MINILM = 8
+MNLI_TRAIN_PAIRS = 392_702
+
+
+def hub_needs(config: Config, data: bool = True, model: bool = True) -> list[str]:
+    """The settings that would load from the hub (only the data's or the model's if asked)."""
+    sources = config.data.model_dump().items() if data else []
+    needs = [f"data.{key}" for key, value in sources if value == "hub"]
+    name = config.model.name
+    if model and name not in OFFLINE_ALIASES and not Path(name).exists():
+        needs.insert(0, f"model.name={name}")
+    return needs
+
+
+def require_hub(config: Config, data: bool = True, model: bool = True) -> None:
+    """ModelError, within seconds, if the study needs the hub and it is unreachable."""
+    needs = hub_needs(config, data, model)
+    if not needs:
+        return
+    reason = unreachable_reason()
+    if reason is None:
+        return
+    raise ModelError(
+        f"the {config.profile} study loads {', '.join(needs)} from the Hugging Face hub, which "
+        f"cannot be reached ({reason}); without it run the offline study: {OFFLINE_STUDY}"
+        + _cpu_projection(config)
+    )
+
+
+def unreachable_reason() -> str | None:
+    """Why the hub cannot be reached, or None when it can."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false"):
+        return "HF_HUB_OFFLINE is set"
+    try:
+        with socket.create_connection(HUB_HOST, timeout=3):
+            return None
+    except OSError as error:
+        return error.strerror or str(error)
+
+
+def _cpu_projection(config: Config) -> str:
+    """On a machine without a GPU: what the paper study would cost on this CPU."""
+    import torch  # here only: the check above must stay fast
+
+    if torch.cuda.is_available() or config.profile != "paper":
+        return ""
+    per_seed = (
+        MNLI_TRAIN_PAIRS
+        * config.train.epochs
+        * CPU_SECONDS_PER_PAIR_EPOCH_MINILM
+        * BERT_BASE_OVER_MINILM
+    )
+    days = per_seed * len(config.seeds) / 86_400
+    return (
+        f"; it also needs a GPU: on this machine's CPU its {len(config.seeds)} seeds would "
+        f"take about {days:,.0f} days of training ({per_seed / 3600:,.0f} hours per seed, "
+        "extrapolated from the cpu profile's measured speed)"
+    )
