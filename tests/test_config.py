@@ -90,3 +90,9 @@ def test_bad_params_file(tmp_path: Path):
 def test_parse_override_builds_nested_values():
     assert parse_override("data.max_train_examples=200") == {"data": {"max_train_examples": 200}}
     assert parse_override("tracking.uri=") == {"tracking": {"uri": None}}
+
+
+def test_a_given_search_space_replaces_the_default_one():
+    space = "sweep.space={learning_rate: {low: 1.0e-4, high: 3.0e-3, log: true}}"
+    assert list(load_config(None, [space]).sweep.space) == ["learning_rate"]
+    assert "epochs" in load_config(None, []).sweep.space

@@ -296,6 +296,10 @@ def load_config(
     chosen_profile = read_params(PROFILES_DIR / f"{chosen}.yaml")
     raw = _deep_merge(read_params(DEFAULTS), chosen_profile)
     raw = _deep_merge(_deep_merge(raw, from_file), from_overrides)
+    for layer in (chosen_profile, from_file, from_overrides):  # a search space is replaced
+        space = layer.get("sweep", {}).get("space")  # whole, not merged key by key
+        if space is not None:
+            raw["sweep"]["space"] = space
     raw["profile"] = chosen
     origins = {"--set": from_overrides, str(params_path): from_file}
     origins[f"profile {chosen}"] = chosen_profile
