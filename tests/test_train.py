@@ -76,6 +76,8 @@ def test_one_seed_is_trained_evaluated_and_tracked(study_dir: Path):
     assert [tag.value for tag in inputs["train"].tags] == ["training"]
     assert params["train.init_seed"] == "3" and params["tracking.uri"].startswith("sqlite:////")
     assert "system/cpu_utilization_percentage" in metrics
+    study = client.get_run(run.data.tags["mlflow.parentRunId"])
+    assert study.info.status == "FINISHED"  # not left RUNNING by a plain `seedvar train`
     (model,) = client.search_logged_models([run.info.experiment_id])
     assert model.source_run_id == result.run_id
     assert model.tags["seedvar.weights"] == str((result.seed_dir / "model").resolve())

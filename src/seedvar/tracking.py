@@ -238,6 +238,8 @@ def study_run_id(client: MlflowClient, experiment: str, config: Config) -> str:
     )
     recipe = {k: v for k, v in config.flat().items() if not k.startswith("train.seed")}
     TrackedRun(client, run.info.run_id).log_params({**recipe, "seeds": config.seeds})
+    # no process of its own runs it: it holds the recipe now and the results after `report`
+    client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.FINISHED))
     return run.info.run_id
 
 
