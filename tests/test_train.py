@@ -80,6 +80,7 @@ def test_one_seed_is_trained_evaluated_and_tracked(study_dir: Path):
     assert study.info.status == "FINISHED"  # not left RUNNING by a plain `seedvar train`
     (model,) = client.search_logged_models([run.info.experiment_id])
     assert model.source_run_id == result.run_id
+    assert [output.model_id for output in run.outputs.model_outputs] == [model.model_id]
     assert model.tags["seedvar.weights"] == str((result.seed_dir / "model").resolve())
     local = mlflow.artifacts.download_artifacts(
         f"models:/{model.model_id}", tracking_uri=client.tracking_uri

@@ -21,6 +21,7 @@ from mlflow.entities import (
     Dataset,
     DatasetInput,
     InputTag,
+    LoggedModelOutput,
     Metric,
     Param,
     RunStatus,
@@ -182,6 +183,7 @@ class TrackedRun:
         if upload:
             self.client.log_model_artifacts(model.model_id, str(model_dir))
         self.client.finalize_logged_model(model.model_id, "READY")
+        self.client.log_outputs(self.run_id, [LoggedModelOutput(model.model_id, step=0)])
         return model.model_id
 
     def lightning_logger(self) -> MLFlowLogger:
