@@ -78,6 +78,7 @@ def launch(
     """Run every seed of `config.seeds` that has not finished with this recipe, as Ray tasks.
     Seeds finished with another recipe are refused (OutputExistsError) unless `force`."""
     started = time.monotonic()
+    ray = import_ray()
     report = LaunchReport()
     config = task_config(config)
     stale = []
@@ -98,7 +99,6 @@ def launch(
         return report
     tracking.check_reachable(config)
     study_run = tracking.study_run_id(*tracking.open_store(config), config)
-    ray = import_ray()
     with ray_session(config.ray) as cluster:
         resources = seed_resources(config, cluster)
         echo(f"{cluster.describe()}")

@@ -127,6 +127,7 @@ class Lease:
 def run_sweep_on_ray(base: Config, echo: Callable[[str], None] = print) -> optuna.Study:
     """Run (or resume) the sweep on Ray until `n_trials` trials have completed or been
     pruned; several trials at once, as many as the cluster runs seeds for."""
+    ray = import_ray()
     base = task_config(base)
     study = prepare_study(base, rdb_storage(base.sweep.storage, None, 0))  # ask-and-tell
     if len(study.get_trials(states=FINISHED)) >= base.sweep.n_trials:
@@ -135,7 +136,6 @@ def run_sweep_on_ray(base: Config, echo: Callable[[str], None] = print) -> optun
     lease.take()
     tracking.check_reachable(base)
     tracking.open_store(base)  # the experiment exists before tasks log to it at once
-    ray = import_ray()
     try:
         with ray_session(base.ray) as cluster:
             resources = seed_resources(base, cluster)

@@ -181,11 +181,15 @@ class Board:
 
 
 def start_board(ray: Any) -> Any:
-    """The board, placed on the driver's node (restarted elsewhere if that node dies)."""
+    """The board, on the driver's node where there is one (restarted elsewhere if that node
+    dies; a driver connected through Ray Client leaves the choice to Ray)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
     actor = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(Board)
+    try:
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    except Exception:
+        return actor.remote()
     return actor.options(scheduling_strategy=here).remote()
 
 
