@@ -24,7 +24,15 @@ from seedvar.study.job import SeedJob
 
 POLL_SECONDS = 1.0
 STATUS_SECONDS = 60.0
-SEED_SPECIFIC = ("DivergedError",)  # failures that say nothing about the other seeds
+# failures that would recur in every seed: bad input, a store or disk out of reach
+STUDY_WIDE = ("ConfigError", "DataError", "ModelError", "TrackingError", "DiskError")
+
+
+def hits_every_seed(outcome: Outcome) -> bool:
+    """Whether a failure says the other seeds will fail too: bad input, or an error seedvar
+    does not know (a bug, a broken environment). A diverged seed, a lost node, a seed that
+    stalled too often, say nothing about the others."""
+    return outcome.error_type in STUDY_WIDE or outcome.detail is not None
 
 
 @dataclass
@@ -149,7 +157,7 @@ def _drive(scheduler: Scheduler, report: LaunchReport, todo: list[int], echo) ->
                 echo(f"seed {seed} FAILED: {outcome.error}")
                 if outcome.detail:
                     echo(outcome.detail.rstrip())
-                if outcome.error_type not in SEED_SPECIFIC and not stopping:
+                if hits_every_seed(outcome) and not stopping:
                     stopping = True
                     started = scheduler.started()
                     waiting = [key for key in scheduler.running if key not in started]

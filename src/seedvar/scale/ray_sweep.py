@@ -43,7 +43,7 @@ from seedvar import tracking
 from seedvar.config import Config
 from seedvar.errors import ConfigError, SeedvarError
 from seedvar.metrics import HANS_NON_ENTAILED, MNLI_MATCHED
-from seedvar.scale.launch import POLL_SECONDS, SEED_SPECIFIC, task_config
+from seedvar.scale.launch import POLL_SECONDS, hits_every_seed, task_config
 from seedvar.scale.ray_tasks import (
     Outcome,
     SeedTask,
@@ -207,7 +207,7 @@ class Driver:
     def _adopt(self, frozen: optuna.trial.FrozenTrial) -> None:
         """Take up a trial left RUNNING by a driver that died."""
         if set(frozen.params) != set(self.base.sweep.space):
-            self.study.tell(frozen.number, state=TrialState.FAIL)
+            self.study.tell(frozen.number, state=TrialState.FAIL, skip_if_finished=True)
             self.echo(f"trial {frozen.number}: left half-drawn by a driver that died; failed")
             return
         self.echo(f"trial {frozen.number}: taken up again (its driver died)")
@@ -260,20 +260,22 @@ class Driver:
         return found[0].info.run_id if found else None
 
     def _record(self, outcome: Outcome) -> None:
+        """A seed is back. A pruned or failed seed ends its trial in Optuna at once, which the
+        trial's other seeds, still training, read from the storage and stop on."""
         trial, index = self.owner.pop(outcome.key)
         trial.outcomes[index] = outcome
         if outcome.status == "pruned" and not trial.told:
-            self.study.tell(trial.number, state=TrialState.PRUNED)  # its other seeds stop
+            self.study.tell(trial.number, state=TrialState.PRUNED, skip_if_finished=True)
             trial.told = True
             self.echo(f"trial {trial.number} pruned ({outcome.error})")
         elif outcome.status == "failed" and not trial.told:
-            self.study.tell(trial.number, state=TrialState.FAIL)  # its other seeds stop
+            self.study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
             trial.told = True
             self.failed_trials += 1
             self.echo(f"trial {trial.number} FAILED: {outcome.key}: {outcome.error}")
             if outcome.detail:
                 self.echo(outcome.detail.rstrip())
-            if outcome.error_type not in SEED_SPECIFIC:
+            if hits_every_seed(outcome):
                 self.failures.append(f"trial {trial.number} {outcome.key}: {outcome.error}")
         if len(trial.outcomes) == self.base.sweep.seeds_per_trial:
             self._close(trial)
@@ -297,7 +299,7 @@ class Driver:
             values = [accuracy]
             if self.base.sweep.mode == "accuracy_and_spread":
                 values.append(summary[f"std/{HANS_NON_ENTAILED}"])
-            self.study.tell(trial.number, values)
+            self.study.tell(trial.number, values, skip_if_finished=True)
             trial.run.log_raw_metrics({tracking_key(k): v for k, v in summary.items()})
             trial.run.end(tracking.FINISHED)
             self.echo(f"trial {trial.number} complete: mean MNLI-m accuracy {accuracy:.4f}")
