@@ -64,6 +64,17 @@ def test_a_hub_model_that_cannot_load_names_the_offline_model(monkeypatch: pytes
     assert "--set model.name=minilm-offline" in str(error.value)
 
 
+def test_launch_without_ray_names_the_extra(study_dir: Path):
+    """The base install has no Ray: `seedvar launch` says how to get it, in one line."""
+    code = "import sys; sys.modules['ray'] = None; from seedvar.cli import main; sys.exit(main())"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "launch", *SMOKE], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "pip install -e '.[ray]'" in done.stderr and not Path("runs").exists()
+
+
+@pytest.mark.slow
 def test_evaluate_saved_weights_reproduces_the_training_run(study_dir: Path, capsys):
     assert main(["train", "--seed", "2", *SMOKE]) == 0
     assert "seed 2 finished" in capsys.readouterr().out

@@ -41,6 +41,15 @@ def test_config_hash_ignores_where_results_are_logged():
     assert base.hash() != load_config(None, ["train.seed=1"]).hash()
 
 
+def test_where_a_study_runs_is_not_its_recipe():
+    """A seed trained on Ray is the seed `seedvar train` (and a DVC stage) would train."""
+    base = load_config(None)
+    on_ray = load_config(None, ["ray.address=ray://head:10001", "ray.gpus_per_seed=0.5"])
+    assert on_ray.ray.gpus_per_seed == 0.5 and base.ray.gpus_per_seed == "auto"
+    assert (on_ray.hash(), on_ray.study_hash()) == (base.hash(), base.study_hash())
+    assert not any(key.startswith("ray.") for key in on_ray.flat())
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
@@ -58,6 +67,12 @@ def test_config_hash_ignores_where_results_are_logged():
             r"train.epochs: Input should be a valid integer \(got True\) \(in --set\)",
         ),
         ("train.group_by_length=1", "train.group_by_length: Input should be a valid boolean"),
+        ("ray.gpus_per_seed=2", "ray.gpus_per_seed: .*a share of one GPU from 0 to 1"),
+        ("ray.gpus_per_seed=true", "ray.gpus_per_seed: .*0.5 for two seeds per GPU"),
+        ("ray.cpus_per_seed=1.5", "ray.cpus_per_seed: .*whole number of CPUs"),
+        ("ray.cpus_per_seed=0", "ray.cpus_per_seed: Input should be greater than 0"),
+        ("ray.max_retries=-1", "ray.max_retries: Input should be greater than or equal to 0"),
+        ("ray.adress=auto", "unknown key 'ray.adress'.*address"),
     ],
 )
 def test_bad_config_gives_one_clear_error(override: str, message: str):

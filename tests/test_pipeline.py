@@ -67,7 +67,7 @@ def test_killed_repro_redoes_only_unfinished_seeds(project: Path):
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 240
-    while not (project / "runs" / "seed-1.partial").exists():  # seed 0 done, seed 1 started
+    while not list((project / "runs").glob("seed-1.partial*")):  # seed 0 done, seed 1 started
         assert repro.poll() is None and time.monotonic() < deadline
         time.sleep(0.2)
     os.killpg(repro.pid, signal.SIGKILL)
@@ -86,7 +86,7 @@ def test_a_seed_finished_after_dvc_was_killed_is_reused_not_retrained(project: P
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     repro = subprocess.Popen(["dvc", "repro"], cwd=project, start_new_session=True, **quiet)
     deadline = time.monotonic() + 240
-    while not (project / "runs" / "seed-0.partial").exists():
+    while not list((project / "runs").glob("seed-0.partial*")):
         assert repro.poll() is None and time.monotonic() < deadline
         time.sleep(0.1)
     os.kill(repro.pid, signal.SIGKILL)  # dvc only: its `seedvar train` child goes on alone

@@ -127,7 +127,7 @@ def test_interrupted_sweep_resumes_and_retries_the_dead_trial(study_dir: Path):
     while True:  # wait until trial 1 is training its first seed, then kill the sweep
         assert sweep.poll() is None and time.monotonic() < deadline
         if (
-            list(Path("sweeps/seedvar-sweep").glob("*/seed-0.partial"))
+            list(Path("sweeps/seedvar-sweep").glob("*/seed-0.partial*"))
             and len(list(Path("sweeps/seedvar-sweep").glob("*/seed-1"))) == 1
         ):
             break

@@ -41,7 +41,9 @@ def test_one_seed_is_trained_evaluated_and_tracked(study_dir: Path):
         assert len(predictions) == 300
     assert (result.seed_dir / "model" / "model.safetensors").is_file()
     assert (result.seed_dir / "model" / "tokenizer.json").is_file()
-    assert not list(result.seed_dir.glob("model/*.pt")) and not list(Path("runs").glob("*.partial"))
+    assert not list(result.seed_dir.glob("model/*.pt")) and not list(
+        Path("runs").glob("*.partial*")
+    )
     saved = json.loads((result.seed_dir / "metrics.json").read_text())
     assert set(SUBCASES) <= set(saved) and 0 <= saved["MNLI dev acc."] <= 1
 

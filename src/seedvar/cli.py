@@ -83,24 +83,18 @@ def build_parser() -> argparse.ArgumentParser:
     sweep = command("sweep", "Optuna study: k seeds per configuration")
     _path_option(sweep, "--output", "results/sweep", "where trials.csv, plots and report.md go")
     sweep.add_argument("--trials", type=int, help="sets sweep.n_trials")
-
-    submit = command("submit", "put a study's seeds in a shared study database")
-    submit.add_argument("--storage", required=True, help="SQLAlchemy URL, e.g. postgresql://...")
-    submit.add_argument("--study", required=True, help="the study's name in that database")
-
-    worker = commands.add_parser(
-        "worker",
-        help="train seeds of a shared study until none is left",
-        description="train seeds of a shared study until none is left",
+    sweep.add_argument(
+        "--ray",
+        action="store_true",
+        help="run trials at once, each trial's seeds as Ray tasks (settings: ray.*)",
     )
-    worker.add_argument("--storage", required=True, help="SQLAlchemy URL, e.g. postgresql://...")
-    worker.add_argument("--study", required=True, help="the study's name in that database")
-    worker.add_argument("--devices", help="GPUs to use, one worker each, e.g. 0,1,2,3")
-    worker.add_argument(
-        "--heartbeat",
-        type=int,
-        default=30,
-        help="seconds between heartbeats; a seed silent for twice that is retried",
+
+    launch = command("launch", "train every unfinished seed of the study as Ray tasks")
+    launch.add_argument(
+        "--prepared", type=Path, help="read the sets from this `seedvar prepare` folder"
+    )
+    launch.add_argument(
+        "--force", action="store_true", help="retrain seeds finished with another recipe"
     )
     return parser
 
@@ -182,7 +176,12 @@ def _sweep(args: argparse.Namespace) -> int:
 
     config = _config(args, *([f"sweep.n_trials={args.trials}"] if args.trials else []))
     require_hub(config)
-    study = run_sweep(config)
+    if args.ray:
+        from seedvar.scale.ray_sweep import run_sweep_on_ray
+
+        study = run_sweep_on_ray(config, echo=_echo)
+    else:
+        study = run_sweep(config)
     written = write_sweep_outputs(study, args.output)
     print(
         f"sweep {study.study_name}: {len(study.trials)} trials in {config.sweep.storage}; "
@@ -191,22 +190,42 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _submit(args: argparse.Namespace) -> int:
-    from seedvar.scale.workers import submit
-
-    count = submit(_config(args), args.storage, args.study)
-    print(f"study {args.study}: {count} seeds in {args.storage}")
-    return 0
+def _echo(line: str) -> None:
+    print(line, flush=True)
 
 
-def _worker(args: argparse.Namespace) -> int:
-    from seedvar.scale.workers import work, work_on_devices
+def _launch(args: argparse.Namespace) -> int:
+    from seedvar.scale.launch import launch
 
-    if args.devices:
-        return work_on_devices(args.storage, args.study, args.devices.split(","), args.heartbeat)
-    seeds = work(args.storage, args.study, args.heartbeat)
-    print(f"worker done: trained seeds {seeds}; study {args.study} is complete")
-    return 0
+    config = _config(args)
+    try:
+        report = launch(config, prepared=args.prepared, force=args.force, echo=_echo)
+    except KeyboardInterrupt:
+        print(
+            "seedvar launch: interrupted; run the same command again: finished seeds are kept, "
+            "the others resume",
+            file=sys.stderr,
+        )
+        return 130
+    done = len(report.finished) + len(report.already)
+    summary = f"{done} of {len(config.seeds)} seeds finished in {config.output_dir}"
+    if report.seconds:
+        summary += f" ({len(report.finished)} in this launch, {report.seconds:.0f} s"
+        retried = sorted(report.retried)
+        summary += f"; retried: {', '.join(map(str, retried))})" if retried else ")"
+    print(summary)
+    if report.ok:
+        return 0
+    print(f"seedvar launch: {len(report.failed)} seeds failed:", file=sys.stderr)
+    for line in report.failure_lines():
+        print(f"  {line}", file=sys.stderr)
+    print(
+        f"seedvar: error: {len(report.failed) + len(report.not_run)} of {len(config.seeds)} "
+        "seeds did not finish (listed above); fix the cause and run the same command again: "
+        "finished seeds are kept, the others resume",
+        file=sys.stderr,
+    )
+    return 2
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -217,8 +236,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "aggregate": _aggregate,
     "report": _report,
     "sweep": _sweep,
-    "submit": _submit,
-    "worker": _worker,
+    "launch": _launch,
 }
 
 

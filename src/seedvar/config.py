@@ -137,6 +137,37 @@ class SweepConfig(Section):
         return space
 
 
+class RayConfig(Section):
+    """How `seedvar launch` and `seedvar sweep --ray` run seeds as Ray tasks."""
+
+    address: str | None
+    project_dir: str | None
+    cpus_per_seed: Finite = Field(gt=0)
+    gpus_per_seed: Any
+    max_retries: StrictInt = Field(ge=0)
+    stall_seconds: Finite = Field(gt=0)
+
+    @field_validator("cpus_per_seed")
+    @classmethod
+    def _whole_above_one(cls, value: float) -> float:
+        if value > 1 and value != int(value):
+            raise ValueError("above 1, give a whole number of CPUs (Ray's rule), e.g. 2")
+        return value
+
+    @field_validator("gpus_per_seed")
+    @classmethod
+    def _auto_or_share(cls, value: Any) -> str | float:
+        if value == "auto":
+            return value
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not 0 <= value <= 1:
+            raise ValueError(
+                "give auto (one GPU per seed when the cluster has GPUs, else none) or a share "
+                "of one GPU from 0 to 1, e.g. 0.5 for two seeds per GPU"
+            )
+        return float(value)
+
+
 SWEPT_SECTIONS = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig}
 
 
@@ -151,6 +182,10 @@ def setting_path(key: str) -> str:
     )
 
 
+# Where and how a study runs and is logged: not part of its recipe, so not of its hashes.
+NOT_RECIPE = ("tracking", "sweep", "ray", "output_dir")
+
+
 class Config(Section):
     profile: str
     seeds: list[StrictInt]
@@ -159,6 +194,7 @@ class Config(Section):
     train: TrainConfig
     tracking: TrackingConfig
     sweep: SweepConfig
+    ray: RayConfig
     output_dir: str
 
     @field_validator("seeds")
@@ -175,20 +211,14 @@ class Config(Section):
 
     def hash(self) -> str:
         """Short hash of everything that determines one seed's result (not where it is logged)."""
-        return short_hash(self.model_dump(exclude={"seeds", "tracking", "sweep", "output_dir"}))
+        return short_hash(self.model_dump(exclude={"seeds", *NOT_RECIPE}))
 
     def study_hash(self) -> str:
         """Short hash of the study's recipe: everything but the seeds and where results go."""
         seeds = {"seed", "init_seed", "data_seed"}
         return short_hash(
             self.model_dump(
-                exclude={
-                    "seeds": True,
-                    "tracking": True,
-                    "sweep": True,
-                    "output_dir": True,
-                    "train": seeds,
-                }
+                exclude={"seeds": True, **dict.fromkeys(NOT_RECIPE, True), "train": seeds}
             )
         )
 
@@ -204,8 +234,9 @@ class Config(Section):
         path.write_text(yaml.safe_dump(self.model_dump(), sort_keys=False))
 
     def flat(self) -> dict[str, Any]:
-        """Dotted keys to values (all but the sweep section), for logging as parameters."""
-        return _flatten(self.model_dump(exclude={"sweep"}))
+        """Dotted keys to values (all but the sweep and ray sections), for logging as
+        parameters."""
+        return _flatten(self.model_dump(exclude={"sweep", "ray"}))
 
 
 def short_hash(tree: dict[str, Any]) -> str:

@@ -37,3 +37,12 @@ def first_line(error: BaseException) -> str:
     """The first line of an exception's message, or its type when it has none."""
     text = str(error)
     return text.splitlines()[0] if text else type(error).__name__
+
+
+class Superseded(SeedvarError):
+    """Another attempt at the same seed took its work over (this one was presumed dead):
+    this attempt stops without touching the seed's folder or its MLflow run."""
+
+
+class RayUnavailableError(SeedvarError):
+    """Ray is not installed, or the Ray cluster cannot be reached or cannot run a seed."""

@@ -9,7 +9,7 @@ import platform
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -37,6 +37,10 @@ DEFAULT_ARTIFACT_ROOT = Path("mlruns/artifacts")
 PACKAGES = ("seedvar", "torch", "transformers", "lightning", "datasets", "mlflow")
 PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch call
 STUDY_TAG = "seedvar.study"
+RUNNING, FINISHED, KILLED, FAILED = (
+    RunStatus.to_string(status)
+    for status in (RunStatus.RUNNING, RunStatus.FINISHED, RunStatus.KILLED, RunStatus.FAILED)
+)
 ROLE_TAG = "seedvar.role"
 PARENT_TAG = "mlflow.parentRunId"
 DESCRIPTION_TAG = "mlflow.note.content"
@@ -186,14 +190,62 @@ class TrackedRun:
         self.client.log_outputs(self.run_id, [LoggedModelOutput(model.model_id, step=0)])
         return model.model_id
 
-    def lightning_logger(self) -> MLFlowLogger:
-        """A Lightning logger that writes into this run and leaves ending it to us."""
-        return RunLogger(tracking_uri=self.client.tracking_uri, run_id=self.run_id)
+    def set_tags(self, tags: dict[str, str]) -> None:
+        for key, value in tags.items():
+            self.client.set_tag(self.run_id, key, value)
+
+    def end(self, status: str, tags: dict[str, str] | None = None) -> None:
+        """End the run FINISHED, KILLED or FAILED, with `tags`."""
+        self.set_tags(tags or {})
+        self.client.set_terminated(self.run_id, status)
+
+    def last_step(self) -> int | None:
+        """The latest training step logged so far (an earlier attempt's, when resumed); MLflow's
+        system metrics count their own samples, not steps, and are left out."""
+        metrics = self.client.get_run(self.run_id).data.metrics
+        keys = [key for key in metrics if not key.startswith("system/")]
+        steps = [p.step for key in keys for p in self.client.get_metric_history(self.run_id, key)]
+        return max(steps, default=None)
+
+    def lightning_logger(
+        self, guard: Callable[[], None] | None = None, after_step: int | None = None
+    ) -> MLFlowLogger:
+        """A Lightning logger that writes into this run and leaves ending it to us. `guard` is
+        called before everything it logs (and may raise to stop a process that lost the run);
+        steps up to `after_step` are not logged again (a resumed attempt retraces the steps
+        between its checkpoint and the point where the earlier attempt stopped)."""
+        return RunLogger(
+            tracking_uri=self.client.tracking_uri,
+            run_id=self.run_id,
+            guard=guard,
+            after_step=after_step,
+        )
 
 
 class RunLogger(MLFlowLogger):
     """Lightning's MLFlowLogger on a run that seedvar opened: training curves and Lightning's
     metrics go to it; the run's end (FINISHED only after evaluation) stays with its opener."""
+
+    def __init__(
+        self,
+        *args: Any,
+        guard: Callable[[], None] | None = None,
+        after_step: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._guard = guard or (lambda: None)
+        self._after_step = after_step
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        self._guard()
+        if self._after_step is not None and step is not None and step <= self._after_step:
+            return
+        super().log_metrics(metrics, step)
+
+    def log_hyperparams(self, params: Any) -> None:
+        self._guard()
+        super().log_hyperparams(params)
 
     def finalize(self, status: str = "success") -> None:
         """Leave the run open: evaluation and publishing still follow training."""
@@ -245,6 +297,29 @@ def study_run_id(client: MlflowClient, experiment: str, config: Config) -> str:
     return run.info.run_id
 
 
+def start_run(
+    config: Config,
+    run_name: str,
+    tags: dict[str, str] | None = None,
+    parent_run_id: str | None = None,
+    resume_run_id: str | None = None,
+) -> TrackedRun:
+    """Start a run (a child of `parent_run_id` if given), or reopen `resume_run_id`, the run of
+    an interrupted attempt at the same work (tagged `seedvar.resumed`). Its opener ends it."""
+    client, experiment = open_store(config)
+    if resume_run_id:
+        client.update_run(resume_run_id, status=RUNNING)
+        client.set_tag(resume_run_id, "seedvar.resumed", "true")
+        for key, value in (tags or {}).items():
+            client.set_tag(resume_run_id, key, value)
+        return TrackedRun(client, resume_run_id)
+    all_tags = {**context_tags(config), **(tags or {})}
+    if parent_run_id:
+        all_tags[PARENT_TAG] = parent_run_id
+    run = client.create_run(experiment, run_name=run_name, tags=all_tags)
+    return TrackedRun(client, run.info.run_id)
+
+
 @contextmanager
 def open_run(
     config: Config,
@@ -252,37 +327,38 @@ def open_run(
     tags: dict[str, str] | None = None,
     parent_run_id: str | None = None,
     resume_run_id: str | None = None,
+    holds: Callable[[], bool] | None = None,
 ) -> Iterator[TrackedRun]:
-    """Open a run (a child of `parent_run_id` if given), or reopen `resume_run_id`, the run of
-    an interrupted attempt at the same work. It ends by its outcome (`ended_by_outcome`)."""
-    client, experiment = open_store(config)
-    if resume_run_id:
-        client.update_run(resume_run_id, status=RunStatus.to_string(RunStatus.RUNNING))
-        client.set_tag(resume_run_id, "seedvar.resumed", "true")
-        run_id = resume_run_id
-    else:
-        all_tags = {**context_tags(config), **(tags or {})}
-        if parent_run_id:
-            all_tags[PARENT_TAG] = parent_run_id
-        run_id = client.create_run(experiment, run_name=run_name, tags=all_tags).info.run_id
-    with ended_by_outcome(client, run_id):
-        yield TrackedRun(client, run_id)
+    """`start_run` as a context: the run ends by its outcome (`ended_by_outcome`)."""
+    run = start_run(config, run_name, tags, parent_run_id, resume_run_id)
+    with ended_by_outcome(run.client, run.run_id, holds):
+        yield run
 
 
 @contextmanager
-def ended_by_outcome(client: MlflowClient, run_id: str) -> Iterator[None]:
-    """End `run_id` FINISHED, or KILLED (interrupted or stopped on purpose), or FAILED."""
+def ended_by_outcome(
+    client: MlflowClient, run_id: str, holds: Callable[[], bool] | None = None
+) -> Iterator[None]:
+    """End `run_id` FINISHED, or KILLED (interrupted or stopped on purpose), or FAILED.
+
+    `holds`: whether this process still holds the work the run records. Once it does not
+    (another attempt took the work over, run included, and will end the run itself), the run is
+    left as it is, whatever happens here."""
+    held = holds or (lambda: True)
     try:
         yield
     except (KeyboardInterrupt, RunStopped) as stop:
-        if isinstance(stop, RunStopped):
-            client.set_tag(run_id, stop.tag, "true")
-        client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED))
+        if held():
+            if isinstance(stop, RunStopped):
+                client.set_tag(run_id, stop.tag, "true")
+            client.set_terminated(run_id, KILLED)
         raise
     except BaseException:
-        client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+        if held():
+            client.set_terminated(run_id, FAILED)
         raise
-    client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+    if held():
+        client.set_terminated(run_id, FINISHED)
 
 
 def log_study_results(config: Config, metrics: dict[str, float], folders: list[Path]) -> str:
@@ -292,5 +368,5 @@ def log_study_results(config: Config, metrics: dict[str, float], folders: list[P
     study.log_raw_metrics(metrics)
     for folder in folders:
         study.log_folder(folder, folder.name)
-    client.set_terminated(study.run_id, RunStatus.to_string(RunStatus.FINISHED))
+    client.set_terminated(study.run_id, FINISHED)
     return study.run_id

@@ -18,6 +18,7 @@ from seedvar.config import Config
 from seedvar.data.prepared import tokenize_sets
 from seedvar.data.sets import load_study_sets
 from seedvar.errors import DivergedError, ModelError, OutputExistsError
+from seedvar.files import temporary, write_atomically
 from seedvar.metrics import EvalSet, set_metrics, to_hans_labels
 from seedvar.pretrained import ID2LABEL, load_tokenizer
 from seedvar.study.job import CONFIG, METRICS
@@ -74,7 +75,7 @@ def evaluate_sets(
     A set whose predictions file is already there (an evaluation that was interrupted) is
     read back instead of predicted again. Non-finite logits raise DivergedError."""
     predictions_dir = output_dir / "predictions"
-    predictions_dir.mkdir(parents=True, exist_ok=True)
+    predictions_dir.mkdir(exist_ok=True)  # in `output_dir`, which must exist
     metrics: dict[str, float] = {}
     for eval_set, frame in frames.items():
         path = predictions_dir / f"{eval_set}.parquet"
@@ -90,11 +91,11 @@ def evaluate_sets(
                     "logits): training diverged; lower train.learning_rate"
                 )
             predictions = prediction_frame(eval_set, frame, logits)
-            partial = path.with_suffix(".partial")
+            partial = temporary(path)
             predictions.to_parquet(partial, index=False)
             os.replace(partial, path)
         metrics.update(prediction_metrics(eval_set, predictions))
-    (output_dir / METRICS).write_text(json.dumps(metrics, indent=2))
+    write_atomically(output_dir / METRICS, json.dumps(metrics, indent=2))
     return metrics
 
 
@@ -121,6 +122,7 @@ def evaluate_saved(
         run.log_params({"model_dir": str(model_dir), **tracking.provenance()})
         if force:  # predictions of an earlier evaluation would be read back, not redone
             shutil.rmtree(output_dir / "predictions", ignore_errors=True)
+        output_dir.mkdir(parents=True, exist_ok=True)
         metrics = evaluate_sets(
             model,
             sets.evaluation,

@@ -1,9 +1,22 @@
 """A seed job owns one seed's folder for its whole life.
 
-runs/seed-N.lock      held while a process works on the seed
-runs/seed-N.partial/  the work in progress: config.yaml, run.json (its MLflow run),
-                      checkpoints/ (while training), model/, predictions/, metrics.json
-runs/seed-N/          the finished seed, moved into place by renames (never half a seed)
+runs/seed-N.lock                held while `seedvar train` works on the seed (same host only)
+runs/seed-N.partial.<attempt>/  the work in progress of one attempt: attempt.json (who works
+                                on it), config.yaml, run.json (its MLflow run), checkpoints/
+                                (while training), model/, predictions/, metrics.json
+runs/seed-N/                    the finished seed, moved into place by one rename
+
+Attempts and fencing. Every attempt at a seed (a `seedvar train` process, a Ray task, a retry of
+either) has its own id and works in a folder named by it. An attempt that continues interrupted
+work takes the earlier attempt's folder over by renaming it to its own name: one atomic step,
+after which the earlier attempt, should it still be alive (frozen, or cut off from the cluster
+rather than dead), can neither write into that work nor publish it, since every path it holds
+names a folder that no longer exists. It notices at its next check (before every training batch,
+every logged metric, every step that writes) and stops without touching the seed or its MLflow
+run (`Superseded`). Publishing renames the attempt's own folder, so only the attempt that holds
+the work can publish it, and never onto a finished seed (the rename fails when the target
+exists). Exactly-once therefore rests on renames within one folder, which are atomic on local
+and network file systems, not on file locks, which not every network file system honours.
 """
 
 from __future__ import annotations
@@ -13,41 +26,59 @@ import fcntl
 import json
 import os
 import shutil
+import socket
 import tempfile
+import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from seedvar.config import Config, validate
-from seedvar.errors import DiskError, OutputExistsError, first_line
+from seedvar.errors import DiskError, OutputExistsError, Superseded, first_line
+from seedvar.files import remove_temporaries, temporary, write_atomically
 from seedvar.training.resume import resume_checkpoint
 
 RUN_STATE = "run.json"
+ATTEMPT = "attempt.json"
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 FULL_DISK_TEXT = ("No space left on device", "file write failed")  # torch and safetensors
 METRICS = "metrics.json"
 CONFIG = "config.yaml"
+CLAIM_TRIES = 5
+
+
+def new_attempt_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+class AlreadyPublished(Superseded):
+    """The seed was published by another attempt that worked beside this one unseen."""
 
 
 @dataclass(frozen=True)
 class Attempt:
-    """What an earlier, interrupted attempt at the same seed and recipe left to continue:
-    its MLflow run, and a training checkpoint or finished weights."""
+    """What an earlier, interrupted attempt at the same seed and recipe left to continue: its
+    MLflow run and a training checkpoint or finished weights; or only a run (`stale_run_id`)
+    with nothing to continue from."""
 
     run_id: str | None = None
     checkpoint: Path | None = None
+    stale_run_id: str | None = None
 
 
 @dataclass(frozen=True)
 class SeedJob:
-    """The folders and files of seed `seed` under `output_dir`."""
+    """The folders and files of seed `seed` under `output_dir`, as seen by attempt `attempt`."""
 
     output_dir: Path
     seed: int
+    attempt: str = field(default_factory=new_attempt_id, compare=False)
 
     @classmethod
     def of(cls, config: Config) -> SeedJob:
@@ -60,7 +91,8 @@ class SeedJob:
 
     @property
     def work_dir(self) -> Path:
-        return self.folder.with_name(self.folder.name + ".partial")
+        """This attempt's work in progress."""
+        return self.output_dir / f"seed-{self.seed}.partial.{self.attempt}"
 
     @property
     def checkpoints(self) -> Path:
@@ -69,6 +101,10 @@ class SeedJob:
     @property
     def model_dir(self) -> Path:
         return self.work_dir / "model"
+
+    def work_dirs(self) -> list[Path]:
+        """The work folders of every attempt at this seed (this one's, if it exists, too)."""
+        return sorted(self.output_dir.glob(f"seed-{self.seed}.partial*"))
 
     def finished_metrics(self) -> dict[str, float] | None:
         """The seed's metrics if it has finished, else None."""
@@ -83,6 +119,12 @@ class SeedJob:
     def finished_run_id(self) -> str:
         """The MLflow run of the finished seed."""
         return json.loads((self.folder / RUN_STATE).read_text())["run_id"]
+
+    def finished_with(self, config: Config) -> bool:
+        """Whether the seed has finished with this very recipe."""
+        return self.finished_metrics() is not None and self.finished_config().hash() == (
+            config.hash()
+        )
 
     def refuse_finished(self, force: bool) -> None:
         """OutputExistsError if the seed has finished (unless `force`)."""
@@ -126,7 +168,8 @@ class SeedJob:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold an exclusive lock on the seed while this process works on it; a second process
-        asking for the same seed stops at once (the OS drops the lock if we die)."""
+        asking for the same seed on the same host stops at once (the OS drops the lock if we
+        die). A convenience for `seedvar train`: exactly-once does not depend on it."""
         path = self.folder.with_suffix(".lock")
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w") as handle:
@@ -139,8 +182,51 @@ class SeedJob:
                 ) from None
             yield
 
-    def resumable(self, config: Config) -> Attempt:
-        """The interrupted attempt at this seed with the same recipe, or a fresh Attempt()."""
+    def holds(self) -> bool:
+        """Whether this attempt still holds the seed's work: its folder is there and names it
+        (a folder recreated by a late `mkdir -p` after a takeover names nobody)."""
+        return _owner(self.work_dir) == self.attempt
+
+    def check_held(self) -> None:
+        """Superseded if another attempt has taken this attempt's work over."""
+        if not self.holds():
+            raise Superseded(
+                f"seed {self.seed}: attempt {self.attempt} was taken over by a newer attempt, "
+                "which continues the seed; this one stops without touching it"
+            )
+
+    def claim(self, config: Config, note: dict[str, Any] | None = None) -> Attempt:
+        """Make this attempt the one that works on the seed: take over the work folder of an
+        earlier attempt at the same recipe (the most advanced one, by renaming it to this
+        attempt's name), or start an empty one. Work of other recipes is removed. Returns what
+        the earlier attempt left to continue from. `note`: recorded in attempt.json."""
+        for _ in range(CLAIM_TRIES):
+            if self._take_over(config):
+                break
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        remove_temporaries(self.work_dir)
+        who = {"attempt": self.attempt, "host": socket.gethostname(), "pid": os.getpid()}
+        who["started"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        write_atomically(self.work_dir / ATTEMPT, json.dumps({**who, **(note or {})}))
+        return self._resumable(config)
+
+    def _take_over(self, config: Config) -> bool:
+        """One pass over the other attempts' folders; False if another attempt took the one
+        to continue from under our hands (then look again)."""
+        others = [folder for folder in self.work_dirs() if folder != self.work_dir]
+        ours = [folder for folder in others if _recipe_hash(folder) == config.hash()]
+        ours.sort(key=_progress, reverse=True)
+        if ours and not self.work_dir.exists():
+            try:
+                os.rename(ours[0], self.work_dir)
+            except FileNotFoundError:
+                return False
+            others.remove(ours[0])
+        for folder in others:  # older or of another recipe: nothing to continue from
+            shutil.rmtree(folder, ignore_errors=True)
+        return True
+
+    def _resumable(self, config: Config) -> Attempt:
         state_path = self.work_dir / RUN_STATE
         if not state_path.is_file():
             return Attempt()
@@ -150,15 +236,19 @@ class SeedJob:
         if self.trained():
             return Attempt(run_id=state["run_id"])
         checkpoint = resume_checkpoint(self.checkpoints)
-        return Attempt(state["run_id"], checkpoint) if checkpoint else Attempt()
+        if checkpoint:
+            return Attempt(state["run_id"], checkpoint)
+        return Attempt(stale_run_id=state["run_id"])
 
     def begin(self, config: Config, run_id: str) -> None:
-        """Start a fresh attempt: an empty work folder with the recipe and its MLflow run."""
-        shutil.rmtree(self.work_dir, ignore_errors=True)
-        self.work_dir.mkdir(parents=True)
+        """Start afresh in this attempt's folder: the recipe and its MLflow run, nothing else."""
+        self.check_held()
+        for entry in self.work_dir.iterdir():
+            if entry.name != ATTEMPT:
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         config.save(self.work_dir / CONFIG)
         state = {"config_hash": config.hash(), "run_id": run_id}
-        (self.work_dir / RUN_STATE).write_text(json.dumps(state))
+        write_atomically(self.work_dir / RUN_STATE, json.dumps(state))
 
     def trained(self) -> bool:
         """True once the fine-tuned weights are saved: training never needs to run again."""
@@ -166,17 +256,70 @@ class SeedJob:
 
     def save_model(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
         """Save weights and tokenizer (atomically), then drop the training checkpoints."""
-        partial = self.model_dir.with_name("model.partial")
-        shutil.rmtree(partial, ignore_errors=True)
+        self.check_held()
+        partial = temporary(self.model_dir)
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
         os.replace(partial, self.model_dir)
         shutil.rmtree(self.checkpoints, ignore_errors=True)
 
-    def publish(self) -> None:
-        """Move the finished seed into place with renames, so no reader sees half a seed."""
-        replaced = self.folder.with_name(self.folder.name + ".replaced")
-        if self.folder.exists():
-            self.folder.rename(replaced)
-        self.work_dir.rename(self.folder)
-        shutil.rmtree(replaced, ignore_errors=True)
+    def publish(self, force: bool = False) -> None:
+        """Move this attempt's finished work into place with one rename, so no reader sees
+        half a seed. Superseded if another attempt took the work over; AlreadyPublished if
+        the seed was finished meanwhile by an attempt that worked unseen beside this one;
+        a finished seed is replaced only when `force`."""
+        self.check_held()
+        remove_temporaries(self.work_dir)
+        replaced = None
+        if force and self.folder.exists():
+            replaced = self.folder.with_name(f"{self.folder.name}.replaced.{self.attempt}")
+            try:
+                self.folder.rename(replaced)
+            except FileNotFoundError:
+                replaced = None
+        try:
+            os.rename(self.work_dir, self.folder)
+        except FileNotFoundError:
+            self.check_held()
+            raise
+        except OSError as error:
+            if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            raise AlreadyPublished(
+                f"seed {self.seed} was published by another attempt while attempt "
+                f"{self.attempt} worked on it; the published seed stays"
+            ) from None
+        if replaced is not None:
+            shutil.rmtree(replaced, ignore_errors=True)
+
+    def discard(self) -> None:
+        """Remove this attempt's work folder (its work is not needed: the seed is published)."""
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+
+
+def _owner(folder: Path) -> str | None:
+    """The attempt that holds a work folder, as its attempt.json says."""
+    try:
+        return json.loads((folder / ATTEMPT).read_text())["attempt"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _recipe_hash(folder: Path) -> str | None:
+    """The config hash an attempt's work folder was made for (None if it has no recipe yet)."""
+    try:
+        return json.loads((folder / RUN_STATE).read_text())["config_hash"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _progress(folder: Path) -> tuple[bool, float, float]:
+    """How far an attempt's work got: trained, else the time of its latest checkpoint (attempts
+    of one recipe follow the same trajectory, so a later checkpoint is a later step)."""
+    try:
+        trained = (folder / "model" / "config.json").is_file()
+        checkpoint = resume_checkpoint(folder / "checkpoints")
+        when = checkpoint.stat().st_mtime if checkpoint else 0.0
+        return trained, when, (folder / RUN_STATE).stat().st_mtime
+    except OSError:  # taken over by another attempt while we looked
+        return False, 0.0, 0.0

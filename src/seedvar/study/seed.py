@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import shutil
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
-from transformers import AutoModelForSequenceClassification
+from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerBase
 
 from seedvar import tracking
 from seedvar.config import Config
 from seedvar.data.prepared import StudyInputs, study_inputs
+from seedvar.errors import Superseded
 from seedvar.pretrained import load_tokenizer
 from seedvar.study.evaluate import evaluate_sets
-from seedvar.study.job import CONFIG, METRICS, SeedJob
+from seedvar.study.job import CONFIG, METRICS, AlreadyPublished, Attempt, SeedJob
 from seedvar.training.device import (
     autocast_dtype,
     device_name,
@@ -25,15 +29,33 @@ from seedvar.training.device import (
 from seedvar.training.fit import fine_tune
 from seedvar.training.resume import ResumeCheckpoint
 
+ATTEMPT_TAG = "seedvar.attempt"
+FENCE_SECONDS = 1.0  # how often a training attempt checks that it still holds its seed
+
 
 @dataclass(frozen=True)
 class SeedResult:
-    """Where a finished seed lives and what it scored."""
+    """Where a finished seed lives and what it scored; `reused`: it had finished before."""
 
     seed_dir: Path
     run_id: str
     metrics: dict[str, float]
     wall_seconds: float
+    reused: bool = False
+
+
+class Fence(L.Callback):
+    """Stops training (Superseded) once another attempt has taken this attempt's seed over:
+    checked before a training batch, at most once every FENCE_SECONDS."""
+
+    def __init__(self, job: SeedJob) -> None:
+        self.job = job
+        self.checked = 0.0
+
+    def on_train_batch_start(self, *args: object) -> None:
+        if time.monotonic() - self.checked >= FENCE_SECONDS:
+            self.job.check_held()
+            self.checked = time.monotonic()
 
 
 def run_seed(
@@ -44,6 +66,9 @@ def run_seed(
     parent_run_id: str | None = None,
     run_tags: dict[str, str] | None = None,
     reuse: bool = False,
+    job: SeedJob | None = None,
+    exclusive: bool = True,
+    note: dict[str, Any] | None = None,
 ) -> SeedResult:
     """Fine-tune and evaluate the seed `config.train.seed`; never overwrites a finished seed.
 
@@ -54,65 +79,138 @@ def run_seed(
     or, once trained, straight at evaluation; in the same MLflow run.
     `reuse`: a seed already finished with this same recipe is returned as it is (a DVC stage
     rerun after its first run finished unrecorded); one of another recipe is retrained.
+    `job`: this attempt at the seed (default: a new one). `exclusive`: hold the seed's lock
+    file, so that a second process on this host stops at once; a scheduler that runs each seed
+    once (Ray) passes False, so that a retry can take over from an attempt that is frozen.
+    `note`: what to record about this attempt in its attempt.json (a Ray node, say).
+    Raises Superseded when another attempt takes this one's work over while it runs.
     """
     started = time.perf_counter()
-    job = SeedJob.of(config)
+    job = job or SeedJob.of(config)
     if reuse and job.finished_metrics() is not None:
-        if job.finished_config().hash() == config.hash():
-            elapsed = time.perf_counter() - started
-            return SeedResult(job.folder, job.finished_run_id(), job.finished_metrics(), elapsed)
+        if job.finished_with(config):
+            return _finished(job, started)
         force = True
     job.refuse_finished(force)
     job.check_writable()
     tracking.check_reachable(config)
     tokenizer = load_tokenizer(config.model.name)
     inputs = study_inputs(config, prepared)
-    with job.locked(), job.disk_errors_explained():
+    with job.locked() if exclusive else nullcontext(), job.disk_errors_explained():
+        if reuse and job.finished_with(config):  # finished by another attempt meanwhile
+            return _finished(job, started)
         job.refuse_finished(force)  # again: another process may have finished it meanwhile
-        attempt = job.resumable(config)
-        if parent_run_id is None and attempt.run_id is None:
-            parent_run_id = tracking.study_run_id(*tracking.open_store(config), config)
-        with tracking.open_run(
-            config,
-            f"seed-{config.train.seed}",
-            tags={**_seed_tags(config), **(run_tags or {})},
-            parent_run_id=parent_run_id,
-            resume_run_id=attempt.run_id,
-        ) as run:
-            if attempt.run_id is None:
-                job.begin(config, run.run_id)
-                run.log_params(_run_params(config, inputs))
-                run.log_datasets(inputs.sets.named(), inputs.sets.fingerprints())
-            monitor = system_metrics(run, config)
-            if not job.trained():
-                resume = ResumeCheckpoint(job.checkpoints, config.train.checkpoint_every_n_steps)
-                model = fine_tune(
-                    config,
-                    inputs.tokenized,
-                    tokenizer.pad_token_id,
-                    [resume, *(callbacks or [])],
-                    logger=run.lightning_logger(),
-                    checkpoint=attempt.checkpoint,
-                )
-                job.save_model(model, tokenizer)
-            model = AutoModelForSequenceClassification.from_pretrained(job.model_dir)
-            metrics = evaluate_sets(
-                model.to(evaluation_device(config)),
-                inputs.sets.evaluation,
-                inputs.tokenized,
-                tokenizer.pad_token_id,
-                config.train.eval_batch_size,
-                job.work_dir,
-                autocast_dtype(config),
+        attempt = job.claim(config, note)
+        try:
+            metrics, run_id = _work(
+                config, job, attempt, inputs, tokenizer, callbacks, parent_run_id, run_tags
             )
+            job.publish(force)
+        except AlreadyPublished:  # its own run (no other attempt knew of it) is not the seed's
+            duplicate = tracking.TrackedRun(tracking.open_store(config)[0], run_id)
+            duplicate.end(tracking.KILLED, {"seedvar.duplicate": "true"})
+            job.discard()
+            return _finished(job, started)
+        except Superseded:
+            raise
+        except Exception:
+            job.check_held()  # failing because another attempt took the work away: Superseded
+            raise
+    for leftover in job.work_dirs():  # what a late attempt may have written after a takeover
+        shutil.rmtree(leftover, ignore_errors=True)
+    return SeedResult(job.folder, run_id, metrics, time.perf_counter() - started)
+
+
+def _work(
+    config: Config,
+    job: SeedJob,
+    attempt: Attempt,
+    inputs: StudyInputs,
+    tokenizer: PreTrainedTokenizerBase,
+    callbacks: list[L.Callback] | None,
+    parent_run_id: str | None,
+    run_tags: dict[str, str] | None,
+) -> tuple[dict[str, float], str]:
+    """Train (or continue training) and evaluate in the attempt's folder; the seed's MLflow
+    run ends FINISHED when this returns (unless another attempt took the work over)."""
+    if attempt.stale_run_id:  # an earlier attempt died before anything worth continuing
+        client = tracking.open_store(config)[0]
+        stale = tracking.TrackedRun(client, attempt.stale_run_id)
+        stale.end(tracking.KILLED, {"seedvar.restarted": "true"})
+    if parent_run_id is None and attempt.run_id is None:
+        parent_run_id = tracking.study_run_id(*tracking.open_store(config), config)
+    tags = {**_seed_tags(config), **(run_tags or {})}
+    with tracking.open_run(
+        config,
+        f"seed-{config.train.seed}",
+        tags={**tags, ATTEMPT_TAG: job.attempt},
+        parent_run_id=parent_run_id,
+        resume_run_id=attempt.run_id,
+        holds=job.holds,
+    ) as run:
+        if attempt.run_id is None:
+            job.begin(config, run.run_id)
+            run.log_params(_run_params(config, inputs))
+            run.log_datasets(inputs.sets.named(), inputs.sets.fingerprints())
+        monitor = system_metrics(run, config)
+        try:
+            metrics = _train_and_evaluate(config, job, attempt, inputs, tokenizer, callbacks, run)
+        finally:
             monitor.finish()
-            run.log_metrics(metrics)
-            run.log_folder(job.work_dir / "predictions", "predictions")
-            run.log_file(job.work_dir / METRICS)
-            run.log_file(job.work_dir / CONFIG)
-            run.log_weights(job.model_dir, job.folder / "model", config.tracking.log_weights)
-        job.publish()
-    return SeedResult(job.folder, run.run_id, metrics, time.perf_counter() - started)
+        run.log_weights(job.model_dir, job.folder / "model", config.tracking.log_weights)
+        job.check_held()
+    return metrics, run.run_id
+
+
+def _train_and_evaluate(
+    config: Config,
+    job: SeedJob,
+    attempt: Attempt,
+    inputs: StudyInputs,
+    tokenizer: PreTrainedTokenizerBase,
+    callbacks: list[L.Callback] | None,
+    run: tracking.TrackedRun,
+) -> dict[str, float]:
+    """Fine-tune unless the weights are saved already, then evaluate and log the results."""
+    if not job.trained():
+        resume = ResumeCheckpoint(job.checkpoints, config.train.checkpoint_every_n_steps)
+        model = fine_tune(
+            config,
+            inputs.tokenized,
+            tokenizer.pad_token_id,
+            [Fence(job), resume, *(callbacks or [])],
+            logger=run.lightning_logger(
+                guard=job.check_held,
+                after_step=run.last_step() if attempt.checkpoint else None,
+            ),
+            checkpoint=attempt.checkpoint,
+        )
+        job.save_model(model, tokenizer)
+    job.check_held()
+    model = AutoModelForSequenceClassification.from_pretrained(job.model_dir)
+    metrics = evaluate_sets(
+        model.to(evaluation_device(config)),
+        inputs.sets.evaluation,
+        inputs.tokenized,
+        tokenizer.pad_token_id,
+        config.train.eval_batch_size,
+        job.work_dir,
+        autocast_dtype(config),
+    )
+    job.check_held()
+    run.log_metrics(metrics)
+    run.log_folder(job.work_dir / "predictions", "predictions")
+    run.log_file(job.work_dir / METRICS)
+    run.log_file(job.work_dir / CONFIG)
+    job.check_held()
+    return metrics
+
+
+def _finished(job: SeedJob, started: float) -> SeedResult:
+    """The seed as it was finished before (by this command earlier, or by another attempt)."""
+    metrics = job.finished_metrics() or {}
+    elapsed = time.perf_counter() - started
+    return SeedResult(job.folder, job.finished_run_id(), metrics, elapsed, reused=True)
 
 
 def _seed_tags(config: Config) -> dict[str, str]:

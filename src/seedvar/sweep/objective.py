@@ -3,6 +3,7 @@ configuration gets both an accuracy and a spread across seeds."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import lightning as L
 import optuna
 import pandas as pd
+from optuna.storages import BaseStorage
 
 from seedvar import tracking
 from seedvar.config import Config
@@ -53,6 +55,29 @@ class PruneOnValidation(L.Callback):
         self.trial.report(float(trainer.callback_metrics[VAL_ACCURACY]), epoch)
         if self.trial.should_prune():
             raise PrunedSeed(f"pruned after epoch {epoch}")
+
+
+class StopWithTrial(L.Callback):
+    """Stops a seed once its trial has ended on another seed (seeds of a trial that run in
+    parallel, on Ray): PrunedSeed when the trial was pruned, RunStopped when it failed. The
+    trial's state is read from the study's storage before a training batch, at most every
+    `every_seconds`."""
+
+    def __init__(self, storage: BaseStorage, trial_id: int, every_seconds: float = 5.0) -> None:
+        self.storage = storage
+        self.trial_id = trial_id
+        self.every_seconds = every_seconds
+        self.checked = time.monotonic()
+
+    def on_train_batch_start(self, *args: object) -> None:
+        if time.monotonic() - self.checked < self.every_seconds:
+            return
+        self.checked = time.monotonic()
+        state = self.storage.get_trial(self.trial_id).state
+        if state == optuna.trial.TrialState.PRUNED:
+            raise PrunedSeed("the trial was pruned on its first seed's validation accuracy")
+        if state == optuna.trial.TrialState.FAIL:
+            raise tracking.RunStopped("the trial failed on another seed")
 
 
 def seed_summary(per_seed: list[dict[str, float]]) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""Optuna storage for sweeps and distributed seeds: an SQLite file or any SQLAlchemy URL."""
+"""Optuna storage for sweeps: an SQLite file or any SQLAlchemy URL (PostgreSQL to share one
+sweep between machines)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from seedvar.errors import ConfigError, first_line
 
 
-def rdb_storage(url: str, heartbeat_seconds: int, max_retries: int) -> RDBStorage:
+def rdb_storage(url: str, heartbeat_seconds: int | None, max_retries: int) -> RDBStorage:
     """Storage whose running trials send heartbeats; a trial silent for twice the interval is
-    failed and re-enqueued (at most `max_retries` times). Unreachable databases fail fast."""
+    failed and re-enqueued (at most `max_retries` times). Unreachable databases fail fast.
+    `heartbeat_seconds` None: no heartbeats (trials not run by `Study.optimize`)."""
     engine_kwargs = {}
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
@@ -22,6 +24,8 @@ def rdb_storage(url: str, heartbeat_seconds: int, max_retries: int) -> RDBStorag
     try:
         with warnings.catch_warnings():  # heartbeats have been "experimental" since Optuna 2.9
             warnings.simplefilter("ignore", ExperimentalWarning)
+            if heartbeat_seconds is None:
+                return RDBStorage(url, engine_kwargs=engine_kwargs)
             return RDBStorage(
                 url,
                 engine_kwargs=engine_kwargs,

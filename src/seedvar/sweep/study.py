@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import warnings
 
+import lightning as L
 import optuna
+from optuna.storages import RDBStorage
 from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 
 from seedvar.config import Config, SweepConfig
 from seedvar.errors import ConfigError
-from seedvar.sweep.objective import objective
+from seedvar.sweep.objective import PruneOnValidation, StopWithTrial, objective
 from seedvar.sweep.space import default_params, is_integer_setting, trial_config
 from seedvar.sweep.storage import rdb_storage
 from seedvar.tracking import provenance
@@ -21,20 +23,18 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 METRIC_NAMES = ["mean MNLI-m accuracy", "std of HANS non-entailed accuracy"]
 
 
-def open_study(sweep: SweepConfig) -> optuna.Study:
+def open_study(sweep: SweepConfig, storage: RDBStorage | None = None) -> optuna.Study:
     """Create or load the study in its storage (SQLite file or any SQLAlchemy URL), with named
     objectives (Optuna's dashboard shows them)."""
-    storage = rdb_storage(sweep.storage, sweep.heartbeat_seconds, sweep.max_retries)
+    storage = storage or rdb_storage(sweep.storage, sweep.heartbeat_seconds, sweep.max_retries)
     multi = sweep.mode == "accuracy_and_spread"
     study = optuna.create_study(
         storage=storage,
         study_name=sweep.study_name,
         directions=["maximize", "minimize"] if multi else ["maximize"],
-        sampler=optuna.samplers.NSGAIISampler(seed=0)
-        if multi
-        else optuna.samplers.TPESampler(seed=0),
+        sampler=sampler(multi, seed=0),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=2)
-        if sweep.pruner == "median" and not multi
+        if prunes(sweep)
         else optuna.pruners.NopPruner(),
         load_if_exists=True,
     )
@@ -46,18 +46,40 @@ def open_study(sweep: SweepConfig) -> optuna.Study:
     with warnings.catch_warnings():  # "experimental" since Optuna 3.2
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names(METRIC_NAMES[: len(study.directions)])
+    if study.trials:  # resumed: seeded anew, so as not to draw the first trials over again
+        study.sampler = sampler(multi, seed=len(study.trials))
     return study
 
 
-def run_sweep(base: Config) -> optuna.Study:
-    """Run (or resume) the sweep until `n_trials` trials have completed or been pruned."""
-    for spec_values in ("low", "high"):  # every corner of the space must be a valid config
+def sampler(multi: bool, seed: int) -> optuna.samplers.BaseSampler:
+    """NSGA-II for two objectives, else TPE with the constant liar, so that trials running at
+    once (on Ray) are not all drawn at one spot."""
+    if multi:
+        return optuna.samplers.NSGAIISampler(seed=seed)
+    with warnings.catch_warnings():  # constant_liar is "experimental" since Optuna 2.8
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+
+
+def prunes(sweep: SweepConfig) -> bool:
+    """Whether the sweep prunes trials (the median pruner, in the accuracy mode)."""
+    return sweep.pruner == "median" and sweep.mode == "accuracy"
+
+
+def check_space(base: Config) -> None:
+    """ConfigError, before any work, unless every corner of the space is a valid config."""
+    for spec_values in ("low", "high"):
         corner = {
             key: (spec.choices[0] if spec.choices is not None else getattr(spec, spec_values))
             for key, spec in base.sweep.space.items()
         }
         trial_config(base, {k: int(v) if is_integer_setting(k) else v for k, v in corner.items()})
-    study = open_study(base.sweep)
+
+
+def prepare_study(base: Config, storage: RDBStorage | None = None) -> optuna.Study:
+    """The sweep's study, with the base configuration enqueued as its first trial if new."""
+    check_space(base)
+    study = open_study(base.sweep, storage)
     study.set_user_attr("profile", base.profile)
     study.set_user_attr("mode", base.sweep.mode)
     study.set_user_attr("git_commit", provenance()["git.commit"])
@@ -65,6 +87,23 @@ def run_sweep(base: Config) -> optuna.Study:
         default = default_params(base, base.sweep.space)
         if default is not None:
             study.enqueue_trial(default, user_attrs={"default": True})
+    return study
+
+
+def trial_callbacks(config: Config, trial_id: int, reports: bool) -> list[L.Callback]:
+    """For a seed of trial `trial_id` trained in another process (a Ray task): stop when the
+    trial is pruned; if `reports` (its first seed), report validation accuracy for pruning."""
+    storage = rdb_storage(config.sweep.storage, None, 0)
+    callbacks: list[L.Callback] = [StopWithTrial(storage, trial_id)]
+    if reports and prunes(config.sweep):
+        study = open_study(config.sweep, storage)
+        callbacks.append(PruneOnValidation(optuna.trial.Trial(study, trial_id)))
+    return callbacks
+
+
+def run_sweep(base: Config) -> optuna.Study:
+    """Run (or resume) the sweep until `n_trials` trials have completed or been pruned."""
+    study = prepare_study(base)
     done = len(study.get_trials(states=FINISHED))
     if done < base.sweep.n_trials:
         study.optimize(

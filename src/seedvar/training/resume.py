@@ -15,6 +15,8 @@ from typing import Any
 import lightning as L
 import torch
 
+from seedvar.files import temporary
+
 CHECKPOINT = "resume.ckpt"
 
 
@@ -48,8 +50,9 @@ class ResumeCheckpoint(L.Callback):
         step = trainer.global_step
         if step == 0 or step % self.every_n_steps:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        partial = self.directory / f"{CHECKPOINT}.partial"
+        # not parents=True: a work folder taken over by another attempt must not come back
+        self.directory.mkdir(exist_ok=True)
+        partial = temporary(self.directory / CHECKPOINT)
         trainer.save_checkpoint(partial)
         os.replace(partial, self.directory / CHECKPOINT)
 

@@ -1,0 +1,110 @@
+"""Exactly-once without locks: an attempt frozen mid-training is taken over by a new attempt;
+when it wakes, it stops without touching the seed's folder or its MLflow run. Real processes,
+real files, no lock (as Ray tasks run them: `run_seed(..., exclusive=False)`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+pytestmark = pytest.mark.slow
+RECIPE = [
+    "data.max_train_examples=200",
+    "data.max_eval_examples=300",
+    "train.epochs=2",
+    "train.checkpoint_every_n_steps=3",
+    "train.seed=4",
+]
+ATTEMPT = f"""
+import json, sys
+from seedvar.config import load_config
+from seedvar.errors import Superseded
+from seedvar.study.seed import run_seed
+
+config = load_config(None, {RECIPE!r}, profile="smoke")
+try:
+    result = run_seed(config, reuse=True, exclusive=False)
+    print("RESULT", json.dumps({{"status": "reused" if result.reused else "finished"}}))
+except Superseded as error:
+    print("RESULT", json.dumps({{"status": "superseded", "error": str(error)}}))
+"""
+
+
+def attempt() -> subprocess.Popen:
+    command = [sys.executable, "-c", ATTEMPT]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def result(output: str) -> dict:
+    """What an attempt printed at its end."""
+    (found,) = re.findall(r"RESULT (\{.*\})", output)  # progress bars share its line
+    return json.loads(found)
+
+
+def wait_for(condition, timeout: float = 240) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def owner(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / "attempt.json").read_text())["attempt"]
+    except (OSError, ValueError):
+        return None
+
+
+def checkpoint_step(pattern: str) -> int:
+    found = list(Path("runs").glob(pattern))
+    try:
+        return torch.load(found[0], map_location="cpu", weights_only=False)["global_step"]
+    except (IndexError, OSError, RuntimeError, EOFError):
+        return -1
+
+
+@pytest.mark.parametrize("wakes", ["while its successor trains", "after the seed is published"])
+def test_a_frozen_attempt_that_wakes_stops_without_touching_the_seed(study_dir: Path, wakes):
+    late = attempt()
+    wait_for(lambda: checkpoint_step("seed-4.partial.*/checkpoints/resume.ckpt") >= 3)
+    os.kill(late.pid, signal.SIGSTOP)  # frozen mid-training: no lock, no heartbeat, no exit
+    (late_folder,) = Path("runs").glob("seed-4.partial.*")
+    late_id = owner(late_folder)
+
+    successor = attempt()
+    taken = lambda: [f for f in Path("runs").glob("seed-4.partial.*") if owner(f) != late_id]  # noqa: E731
+    if wakes == "while its successor trains":
+        wait_for(lambda: bool(taken()) and not late_folder.exists())
+    else:
+        wait_for(lambda: successor.poll() is not None)
+        published = {p: p.stat().st_mtime_ns for p in Path("runs/seed-4").rglob("*")}
+    os.kill(late.pid, signal.SIGCONT)
+
+    late_out, _ = late.communicate(timeout=120)
+    assert late.returncode == 0, late_out
+    assert result(late_out)["status"] == "superseded"
+    out, _ = successor.communicate(timeout=240)
+    assert successor.returncode == 0 and result(out)["status"] == "finished"
+
+    assert Path("runs/seed-4/metrics.json").is_file()
+    assert not list(Path("runs").glob("seed-4.partial*"))  # nothing half-written left behind
+    if wakes == "after the seed is published":  # the late attempt touched nothing
+        assert {p: p.stat().st_mtime_ns for p in Path("runs/seed-4").rglob("*")} == published
+    client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
+    experiment = client.get_experiment_by_name("seedvar").experiment_id
+    (run,) = client.search_runs([experiment], "attributes.run_name = 'seed-4'")
+    assert run.info.status == "FINISHED"  # one run, resumed by the successor, ended once
+    assert json.loads(Path("runs/seed-4/run.json").read_text())["run_id"] == run.info.run_id
+    assert run.data.tags["seedvar.attempt"] != late_id
+    loss = client.get_metric_history(run.info.run_id, "train/loss")
+    assert len({point.step for point in loss}) == len(loss)  # no points from the late attempt

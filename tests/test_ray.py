@@ -1,0 +1,411 @@
+"""Seeds and sweeps on a real Ray cluster of several nodes on this machine (ray.cluster_utils),
+no mocks: a study filled by `seedvar launch` that `dvc repro` then does not train again, a node
+removed while its seed trains, a task frozen (SIGSTOP) until its replacement has taken over,
+a corrupt data file, and sweeps (PostgreSQL storage, a killed driver, pruning).
+
+The cluster (a head without CPUs and three 1-CPU nodes) starts once for the module; every
+command under test is a real `seedvar` process that connects to it by address."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="pip install -e '.[ray]'")
+
+SEEDS = [0, 1, 2]
+# long enough to be interrupted mid-training (100 steps, a checkpoint every 3)
+RECIPE = {
+    "data": {"max_train_examples": 800, "max_eval_examples": 300},
+    "train": {"epochs": 2, "checkpoint_every_n_steps": 3},
+}
+SETS = ("mnli_matched", "mnli_mismatched", "hans")
+SPACE = (
+    "sweep.space={learning_rate: {low: 1.0e-4, high: 3.0e-3, log: true}, "
+    "hans_train_examples: {low: 0, high: 300, step: 100}}"
+)
+SWEEP = ["sweep.seeds_per_trial=2", "sweep.n_trials=3", "data.max_eval_examples=300", SPACE]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[object]:
+    """A Ray cluster on this machine: a head that runs no tasks and three 1-CPU nodes."""
+    head = {"num_cpus": 0, "include_dashboard": False}
+    started = ray_cluster_utils.Cluster(initialize_head=True, head_node_args=head)
+    for _ in range(3):
+        started.add_node(num_cpus=1)
+    started.wait_for_nodes()
+    yield started
+    started.shutdown()
+
+
+def seedvar(*args: str) -> list[str]:
+    return [sys.executable, "-m", "seedvar.cli", *args]
+
+
+def flags(*settings: str) -> list[str]:
+    return [arg for item in settings for arg in ("--set", item)]
+
+
+def recipe_flags() -> list[str]:
+    settings = [
+        f"{part}.{key}={value}" for part, keys in RECIPE.items() for key, value in keys.items()
+    ]
+    return ["--profile", "smoke", *flags(*settings)]
+
+
+def on(cluster, *settings: str) -> list[str]:  # noqa: ANN001
+    return flags(f"ray.address='{cluster.address}'", *settings)
+
+
+def wait_for(condition, process: subprocess.Popen, timeout: float = 300) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, process.communicate()[0]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def attempt_of(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "attempt.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def checkpointed(runs: Path, at_least: int) -> Path | None:
+    """The work folder of a seed whose training checkpoint has reached step `at_least`."""
+    import torch
+
+    for checkpoint in runs.glob("seed-*.partial.*/checkpoints/resume.ckpt"):
+        try:
+            step = torch.load(checkpoint, map_location="cpu", weights_only=False)["global_step"]
+        except (OSError, RuntimeError, EOFError):
+            continue
+        if step >= at_least and attempt_of(checkpoint.parents[1]):
+            return checkpoint.parents[1]
+    return None
+
+
+def seed_runs(project: Path) -> list:
+    client = MlflowClient(f"sqlite:///{project}/mlruns/mlflow.db")
+    experiment = client.get_experiment_by_name("seedvar").experiment_id
+    return client.search_runs([experiment], "tags.`seedvar.role` = 'seed'")
+
+
+def assert_each_seed_once(project: Path, seeds: list[int]) -> None:
+    """One published folder and one FINISHED MLflow run per seed; nothing left running."""
+    runs = project / "runs"
+    assert sorted(p.name for p in runs.glob("seed-*") if p.is_dir()) == [f"seed-{s}" for s in seeds]
+    found = seed_runs(project)
+    finished = Counter(r.info.run_name for r in found if r.info.status == "FINISHED")
+    assert finished == Counter(f"seed-{s}" for s in seeds)
+    assert not [r for r in found if r.info.status == "RUNNING"]
+    for seed in seeds:
+        run_id = json.loads((runs / f"seed-{seed}" / "run.json").read_text())["run_id"]
+        (run,) = [r for r in found if r.info.run_id == run_id]
+        assert run.info.status == "FINISHED"
+
+
+def assert_same_predictions(reference: Path, project: Path, seeds: list[int]) -> None:
+    for seed in seeds:
+        for name in SETS:
+            path = Path("runs") / f"seed-{seed}" / "predictions" / f"{name}.parquet"
+            pd.testing.assert_frame_equal(
+                pd.read_parquet(reference / path), pd.read_parquet(project / path)
+            )
+
+
+def _run(*command: str, cwd: Path) -> str:
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def reference(cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """A git + DVC project (the smoke study, seeds 0-2) filled by one `seedvar launch` on the
+    cluster: its seeds are the uninterrupted reference of the tests that interrupt them."""
+    project = tmp_path_factory.mktemp("project")
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    shutil.copytree(REPO / "src", project / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "data" / "offline", project / "data" / "offline")
+    shutil.copy(REPO / "dvc.yaml", project)
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params.update(profile="smoke", seeds=SEEDS, **RECIPE)
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    for command in (
+        ["git", "init", "-q"],
+        ["dvc", "init", "-q"],
+        ["dvc", "config", "core.analytics", "false"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
+    ):
+        subprocess.run(command, cwd=project, env=env, check=True, capture_output=True)
+    done = subprocess.run(
+        seedvar("launch", *on(cluster)), cwd=project, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    yield project, done.stdout
+
+
+def test_launch_trains_each_seed_once_and_dvc_repro_then_trains_nothing(cluster, reference):
+    project, output = reference
+    assert "3 of 3 seeds to train" in output and "3 of 3 seeds finished" in output
+    assert_each_seed_once(project, SEEDS)
+    client = MlflowClient(f"sqlite:///{project}/mlruns/mlflow.db")
+    experiment = client.get_experiment_by_name("seedvar").experiment_id
+    (study,) = client.search_runs([experiment], "tags.`seedvar.role` = 'study'")
+    children = client.search_runs(
+        [experiment], f"tags.`mlflow.parentRunId` = '{study.info.run_id}'"
+    )
+    assert sorted(run.info.run_name for run in children) == ["seed-0", "seed-1", "seed-2"]
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+
+    again = subprocess.run(
+        seedvar("launch", *on(cluster)), cwd=project, env=env, capture_output=True, text=True
+    )
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+
+    files = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in project.glob("runs/seed-*/**/*")}
+    runs_before = {run.info.run_id for run in seed_runs(project)}
+    repro = subprocess.run(["dvc", "repro"], cwd=project, env=env, capture_output=True, text=True)
+    assert repro.returncode == 0, repro.stdout + repro.stderr
+    assert "Epoch" not in repro.stdout + repro.stderr  # no seed trained
+    assert {run.info.run_id for run in seed_runs(project)} == runs_before  # no new seed run
+    assert {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in files} == files  # untouched
+    assert pd.read_csv(project / "results" / "seeds.csv")["seed"].tolist() == SEEDS
+    assert (project / "report" / "report.md").is_file()
+
+
+def test_a_node_removed_while_its_seed_trains_is_retried_and_counts_once(
+    cluster, reference, study_dir: Path
+):
+    launch = subprocess.Popen(
+        seedvar("launch", *recipe_flags(), *on(cluster, f"seeds={SEEDS}")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    folder = None
+
+    def training() -> bool:
+        nonlocal folder
+        folder = checkpointed(Path("runs"), at_least=9)
+        return folder is not None
+
+    wait_for(training, launch)
+    lost = attempt_of(folder)
+    node_id = lost["ray_node"]
+    (victim,) = [node for node in cluster.worker_nodes if node.node_id == node_id]
+    cluster.remove_node(victim, allow_graceful=False)  # the node dies with its seed's process
+    output, _ = launch.communicate(timeout=600)
+    cluster.add_node(num_cpus=1)  # back to three nodes for the next tests
+    cluster.wait_for_nodes()
+
+    assert launch.returncode == 0, output
+    seed = int(folder.name.split(".")[0].removeprefix("seed-"))
+    assert f"seed {seed}: attempt {lost['attempt']} on node {node_id[:8]} stopped" in output
+    assert "Ray retries the seed, which resumes from its work" in output
+    assert_each_seed_once(study_dir, SEEDS)
+    (run,) = [r for r in seed_runs(study_dir) if r.info.run_name == f"seed-{seed}"]
+    assert run.data.tags.get("seedvar.resumed") == "true"  # continued from its checkpoint
+    assert_same_predictions(reference[0], study_dir, SEEDS)
+
+
+def test_a_frozen_task_is_replaced_and_the_late_one_does_no_harm(
+    cluster, reference, study_dir: Path
+):
+    seeds = [0, 1]  # a free node for the replacement
+    launch = subprocess.Popen(
+        seedvar("launch", *recipe_flags(), *on(cluster, f"seeds={seeds}", "ray.stall_seconds=10")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    folder = None
+
+    def training() -> bool:
+        nonlocal folder
+        folder = checkpointed(Path("runs"), at_least=9)
+        return folder is not None
+
+    wait_for(training, launch)
+    frozen = attempt_of(folder)
+    os.kill(frozen["pid"], signal.SIGSTOP)  # Ray does not notice: the process is still there
+    seed = folder.name.split(".")[0]
+
+    def replaced() -> bool:
+        return any(
+            attempt_of(f).get("attempt") not in (None, frozen["attempt"])
+            for f in Path("runs").glob(f"{seed}.partial.*")
+        )
+
+    try:
+        wait_for(replaced, launch)  # the replacement has taken the work over
+    finally:
+        os.kill(frozen["pid"], signal.SIGCONT)  # the late one runs again
+    output, _ = launch.communicate(timeout=600)
+    assert launch.returncode == 0, output
+    assert "sent no heartbeat" in output and f"attempt {frozen['attempt']}" in output
+    deadline = time.monotonic() + 60
+    while _alive(frozen["pid"]):  # it ended (Ray's cancel, or its fence), leaving no trace
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert_each_seed_once(study_dir, seeds)
+    assert_same_predictions(reference[0], study_dir, seeds)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in _state(pid)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return "Z"
+
+
+def test_a_corrupt_data_file_fails_fast_with_its_error_and_no_retries(cluster, study_dir: Path):
+    Path("hans.parquet").write_bytes(b"PAR1 this is not a parquet file")
+    started = time.monotonic()
+    done = subprocess.run(
+        seedvar("launch", "--profile", "smoke", *on(cluster, "data.hans=hans.parquet")),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    failures = done.stderr.splitlines()
+    assert failures[-1].startswith("seedvar: error: 3 of 3 seeds did not finish")
+    listed = [line for line in failures if line.startswith("  seed")]
+    assert "hans.parquet: cannot be read as Parquet" in listed[0]  # the first error line
+    assert all("hans.parquet" in line or "not run" in line for line in listed)  # fail fast
+    assert "submitted again" not in done.stdout and "(a retry)" not in done.stdout
+    assert not Path("runs").exists() or not list(Path("runs").glob("seed-*"))
+    assert time.monotonic() - started < 180
+
+
+def test_a_sweep_runs_trials_at_once_and_survives_its_driver_being_killed(
+    cluster, study_dir: Path, postgres_url: str
+):
+    command = seedvar(
+        "sweep", "--ray", "--profile", "smoke",
+        *on(cluster, *SWEEP, f"sweep.storage={postgres_url}", "sweep.pruner=none"),
+    )  # fmt: skip
+    first = subprocess.Popen(command, start_new_session=True, stdout=subprocess.PIPE, text=True)
+    wait_for(lambda: bool(list(Path("sweeps").glob("seedvar-sweep/*/seed-*.partial.*"))), first)
+    os.killpg(first.pid, signal.SIGKILL)  # the driver dies; Ray stops its tasks
+    first.wait()
+    resumed = subprocess.run(command, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "taken up again" in resumed.stdout
+
+    study = optuna.load_study(study_name="seedvar-sweep", storage=postgres_url)
+    assert [t.number for t in study.trials] == [0, 1, 2]  # none lost, none counted twice
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+    assert study.trials[0].user_attrs["default"] is True
+    table = pd.read_csv("results/sweep/trials.csv")
+    summary = {f"{s}/{c}" for s in ("mean", "std") for c in _summarized()}
+    params = {"param/learning_rate", "param/hans_train_examples"}
+    assert set(table.columns) == {"trial", "state", "default", *params, *summary}
+
+    client = MlflowClient(f"sqlite:///{study_dir}/mlruns/mlflow.db")
+    experiment = client.get_experiment_by_name("seedvar").experiment_id
+    trials = client.search_runs([experiment], "tags.`seedvar.sweep` = 'seedvar-sweep'")
+    assert sorted(r.info.run_name for r in trials) == ["trial 0", "trial 1", "trial 2"]
+    spans = []
+    for trial in trials:
+        assert trial.info.status == "FINISHED"
+        seeds = client.search_runs(
+            [experiment], f"tags.`mlflow.parentRunId` = '{trial.info.run_id}'"
+        )
+        assert sorted(s.info.run_name for s in seeds if s.info.status == "FINISHED") == [
+            "seed-0",
+            "seed-1",
+        ]
+        spans += [(s.info.start_time, s.info.end_time, trial.info.run_name) for s in seeds]
+    overlapping = any(a[2] != b[2] and a[0] < b[1] and b[0] < a[1] for a in spans for b in spans)
+    assert overlapping  # seeds of different trials trained at the same time
+
+
+def _summarized() -> list[str]:
+    from seedvar.sweep.objective import SUMMARIZED
+
+    return SUMMARIZED
+
+
+def test_pruning_on_ray_stops_the_trial_and_its_other_seed(cluster, study_dir: Path):
+    storage = "sqlite:///sweeps/optuna.db"
+    Path("sweeps").mkdir()
+    study = optuna.create_study(storage=storage, study_name="pruned", direction="maximize")
+    distributions = {
+        "learning_rate": optuna.distributions.FloatDistribution(1e-4, 3e-3, log=True),
+        "hans_train_examples": optuna.distributions.IntDistribution(0, 300, step=100),
+    }
+    for _ in range(2):  # two finished trials that any real trial falls far below
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"learning_rate": 1e-3, "hans_train_examples": 0},
+                distributions=distributions,
+                value=0.99,
+                intermediate_values={0: 0.99, 1: 0.99},
+                user_attrs={
+                    "mean/MNLI dev acc.": 0.99,
+                    "std/MNLI dev acc.": 0.01,
+                    "std/HANS non-entailed": 0.1,
+                },
+            )
+        )
+    done = subprocess.run(
+        seedvar(
+            "sweep",
+            "--ray",
+            "--profile",
+            "smoke",
+            *on(
+                cluster,
+                *SWEEP,
+                "sweep.study_name=pruned",
+                "data.max_train_examples=800",
+                "train.epochs=2",
+            ),
+        ),  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    study = optuna.load_study(study_name="pruned", storage=storage)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE", "PRUNED"]
+    client = MlflowClient(f"sqlite:///{study_dir}/mlruns/mlflow.db")
+    experiment = client.get_experiment_by_name("seedvar").experiment_id
+    (trial,) = client.search_runs([experiment], "tags.`seedvar.sweep` = 'pruned'")
+    assert trial.info.status == "KILLED" and trial.data.tags["seedvar.pruned"] == "true"
+    seeds = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{trial.info.run_id}'")
+    assert sorted(s.info.run_name for s in seeds) == ["seed-0", "seed-1"]
+    for seed in seeds:  # the first by the pruner, the other because its trial was pruned
+        assert seed.info.status == "KILLED" and seed.data.tags["seedvar.pruned"] == "true"
