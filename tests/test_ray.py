@@ -222,6 +222,7 @@ def test_a_node_removed_while_its_seed_trains_is_retried_and_counts_once(
     cluster.add_node(num_cpus=1)  # back to three nodes for the next tests
     cluster.wait_for_nodes()
 
+    print(output)  # shown with -rP, and on failure
     assert launch.returncode == 0, output
     seed = int(folder.name.split(".")[0].removeprefix("seed-"))
     assert f"seed {seed}: attempt {lost['attempt']} on node {node_id[:8]} stopped" in output
@@ -265,6 +266,7 @@ def test_a_frozen_task_is_replaced_and_the_late_one_does_no_harm(
     finally:
         os.kill(frozen["pid"], signal.SIGCONT)  # the late one runs again
     output, _ = launch.communicate(timeout=600)
+    print(output)  # shown with -rP, and on failure
     assert launch.returncode == 0, output
     assert "sent no heartbeat" in output and f"attempt {frozen['attempt']}" in output
     deadline = time.monotonic() + 60
@@ -381,20 +383,10 @@ def test_pruning_on_ray_stops_the_trial_and_its_other_seed(cluster, study_dir: P
                 },
             )
         )
+    settings = [*SWEEP, "sweep.study_name=pruned", "data.max_train_examples=800"]
+    settings.append("train.epochs=4")  # pruned after the first: its other seed is mid-way
     done = subprocess.run(
-        seedvar(
-            "sweep",
-            "--ray",
-            "--profile",
-            "smoke",
-            *on(
-                cluster,
-                *SWEEP,
-                "sweep.study_name=pruned",
-                "data.max_train_examples=800",
-                "train.epochs=2",
-            ),
-        ),  # fmt: skip
+        seedvar("sweep", "--ray", "--profile", "smoke", *on(cluster, *settings)),
         capture_output=True,
         text=True,
     )

@@ -154,7 +154,8 @@ def ray_session(settings: RayConfig) -> Iterator[ClusterInfo]:
     try:
         nodes = list(alive_nodes(ray).values())
         dashboard_url = f"http://{dashboard}" if dashboard else None
-        yield ClusterInfo(settings.address, nodes, dashboard_url)
+        address = settings.address or os.environ.get("RAY_ADDRESS")  # ray.init's fallback
+        yield ClusterInfo(address, nodes, dashboard_url)
     finally:
         if started_here:
             ray.shutdown()

@@ -63,7 +63,7 @@ class StopWithTrial(L.Callback):
     trial's state is read from the study's storage before a training batch, at most every
     `every_seconds`."""
 
-    def __init__(self, storage: BaseStorage, trial_id: int, every_seconds: float = 5.0) -> None:
+    def __init__(self, storage: BaseStorage, trial_id: int, every_seconds: float = 2.0) -> None:
         self.storage = storage
         self.trial_id = trial_id
         self.every_seconds = every_seconds
