@@ -8,7 +8,6 @@ run. A second `seedvar launch` picks up only what is unfinished.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,14 +66,11 @@ def _seeds(seeds: list[int]) -> str:
 
 
 def task_config(config: Config) -> Config:
-    """The config the tasks get: the driver's MLFLOW_TRACKING_URI travels with it (a task's
-    environment is its node's, not the driver's)."""
-    if config.tracking.uri is None and os.environ.get("MLFLOW_TRACKING_URI"):
-        uri = os.environ["MLFLOW_TRACKING_URI"]
-        return config.model_copy(
-            update={"tracking": config.tracking.model_copy(update={"uri": uri})}
-        )
-    return config
+    """The config the tasks get: the store the driver uses, resolved here (a task's
+    environment is its node's, not the driver's: MLFLOW_TRACKING_URI there may name another
+    store, and a relative SQLite path would resolve against the task's folder)."""
+    uri = tracking.tracking_uri(config.tracking)
+    return config.model_copy(update={"tracking": config.tracking.model_copy(update={"uri": uri})})
 
 
 def launch(
