@@ -53,7 +53,14 @@ from seedvar.scale.ray_tasks import (
     seed_resources,
 )
 from seedvar.scale.scheduler import Scheduler
-from seedvar.sweep.objective import SWEEP_TAG, seed_summary, tracking_key
+from seedvar.sweep.objective import (
+    MLFLOW_RUN_ATTR,
+    OUTPUT_DIR_ATTR,
+    SEEDS_ATTR,
+    SWEEP_TAG,
+    seed_summary,
+    tracking_key,
+)
 from seedvar.sweep.space import suggest, trial_config
 from seedvar.sweep.storage import rdb_storage
 from seedvar.sweep.study import FINISHED, prepare_study
@@ -295,6 +302,9 @@ class Driver:
             handle = optuna.trial.Trial(self.study, trial.trial_id)
             for key, value in summary.items():
                 handle.set_user_attr(key, value)
+            handle.set_user_attr(OUTPUT_DIR_ATTR, trial.config.output_dir)
+            handle.set_user_attr(SEEDS_ATTR, sorted(trial.outcomes))
+            handle.set_user_attr(MLFLOW_RUN_ATTR, trial.run.run_id)
             accuracy = summary[f"mean/{MNLI_MATCHED}"]
             values = [accuracy]
             if self.base.sweep.mode == "accuracy_and_spread":

@@ -73,6 +73,8 @@ def decide(study: optuna.Study) -> SweepVerdict | None:
     None before any trial has completed."""
     tables, shares, sizes = {}, {}, None
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        if OUTPUT_DIR_ATTR not in trial.user_attrs:  # added by hand: no seeds to read back
+            continue
         jobs = [
             SeedJob(Path(trial.user_attrs[OUTPUT_DIR_ATTR]), s)
             for s in trial.user_attrs[SEEDS_ATTR]
