@@ -30,7 +30,8 @@ STORAGE = "sqlite:///sweeps/optuna.db"
 def _sweep_runs(name: str) -> list:
     client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
     experiment = client.get_experiment_by_name("seedvar").experiment_id
-    return client.search_runs([experiment], f"tags.`seedvar.sweep` = '{name}'")
+    trials = f"tags.`seedvar.sweep` = '{name}' and tags.`seedvar.role` = 'trial'"
+    return client.search_runs([experiment], trials)
 
 
 def _children(parent_id: str) -> list:

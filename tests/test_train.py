@@ -75,7 +75,6 @@ def test_one_seed_is_trained_evaluated_and_tracked(study_dir: Path):
     assert inputs["train"].dataset.digest == params["data.fingerprint.train"]
     assert [tag.value for tag in inputs["train"].tags] == ["training"]
     assert params["train.init_seed"] == "3" and params["tracking.uri"].startswith("sqlite:////")
-    assert "system/cpu_utilization_percentage" in metrics
     study = client.get_run(run.data.tags["mlflow.parentRunId"])
     assert study.info.status == "FINISHED"  # not left RUNNING by a plain `seedvar train`
     (model,) = client.search_logged_models([run.info.experiment_id])

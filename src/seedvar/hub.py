@@ -26,7 +26,8 @@ def hub_needs(config: Config, data: bool = True, model: bool = True) -> list[str
     sources = config.data.model_dump().items() if data else []
     needs = [f"data.{key}" for key, value in sources if value == "hub"]
     name = config.model.name
-    if model and name not in OFFLINE_ALIASES and not Path(name).exists():
+    local = name.startswith(("/", ".", "~")) or Path(name).exists()  # a folder, maybe missing
+    if model and name not in OFFLINE_ALIASES and not local:
         needs.insert(0, f"model.name={name}")
     return needs
 
