@@ -315,10 +315,8 @@ def test_a_corrupt_data_file_fails_fast_with_its_error_and_no_retries(cluster, s
 def test_a_sweep_runs_trials_at_once_and_survives_its_driver_being_killed(
     cluster, study_dir: Path, postgres_url: str
 ):
-    command = seedvar(
-        "sweep", "--ray", "--profile", "smoke",
-        *on(cluster, *SWEEP, f"sweep.storage={postgres_url}", "sweep.pruner=none"),
-    )  # fmt: skip
+    settings = on(cluster, *SWEEP, f"sweep.storage={postgres_url}", "sweep.pruner=none")
+    command = seedvar("sweep", "--ray", "--profile", "smoke", *settings)
     first = subprocess.Popen(command, start_new_session=True, stdout=subprocess.PIPE, text=True)
     wait_for(lambda: bool(list(Path("sweeps").glob("seedvar-sweep/*/seed-*.partial.*"))), first)
     os.killpg(first.pid, signal.SIGKILL)  # the driver dies; Ray stops its tasks
