@@ -96,10 +96,8 @@ def on_ray(seeds: list[int], work: Path, nodes: int) -> dict[str, object]:
     cluster.wait_for_nodes()
     cluster_s = time.perf_counter() - started
     try:
-        command = seedvar(
-            "launch", "--prepared", "prepared", *recipe(seeds, "on-ray"),
-            "--set", f"ray.address='{cluster.address}'", "--set", "ray.cpus_per_seed=1",
-        )  # fmt: skip
+        on_cluster = ["--set", f"ray.address='{cluster.address}'", "--set", "ray.cpus_per_seed=1"]
+        command = seedvar("launch", "--prepared", "prepared", *recipe(seeds, "on-ray"), *on_cluster)
         wall = run(command, work)
     finally:
         cluster.shutdown()
