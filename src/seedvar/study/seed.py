@@ -102,9 +102,8 @@ def run_seed(
         job.refuse_finished(force)  # again: another process may have finished it meanwhile
         attempt = job.claim(config, note)
         try:
-            metrics, run_id = _work(
-                config, job, attempt, inputs, tokenizer, callbacks, parent_run_id, run_tags
-            )
+            work = SeedWork(config, job, attempt, inputs, tokenizer, callbacks or [])
+            metrics, run_id = _work(work, parent_run_id, run_tags)
             job.publish(force)
         except AlreadyPublished:  # its own run (no other attempt knew of it) is not the seed's
             duplicate = tracking.TrackedRun(tracking.open_store(config)[0], run_id)
@@ -121,18 +120,24 @@ def run_seed(
     return SeedResult(job.folder, run_id, metrics, time.perf_counter() - started)
 
 
+@dataclass(frozen=True)
+class SeedWork:
+    """What one attempt at a seed works with."""
+
+    config: Config
+    job: SeedJob
+    attempt: Attempt
+    inputs: StudyInputs
+    tokenizer: PreTrainedTokenizerBase
+    callbacks: list[L.Callback]
+
+
 def _work(
-    config: Config,
-    job: SeedJob,
-    attempt: Attempt,
-    inputs: StudyInputs,
-    tokenizer: PreTrainedTokenizerBase,
-    callbacks: list[L.Callback] | None,
-    parent_run_id: str | None,
-    run_tags: dict[str, str] | None,
+    work: SeedWork, parent_run_id: str | None, run_tags: dict[str, str] | None
 ) -> tuple[dict[str, float], str]:
     """Train (or continue training) and evaluate in the attempt's folder; the seed's MLflow
     run ends FINISHED when this returns (unless another attempt took the work over)."""
+    config, job, attempt, inputs = work.config, work.job, work.attempt, work.inputs
     if attempt.stale_run_id:  # an earlier attempt died before anything worth continuing
         client = tracking.open_store(config)[0]
         stale = tracking.TrackedRun(client, attempt.stale_run_id)
@@ -154,7 +159,7 @@ def _work(
             run.log_datasets(inputs.sets.named(), inputs.sets.fingerprints())
         monitor = system_metrics(run, config)
         try:
-            metrics = _train_and_evaluate(config, job, attempt, inputs, tokenizer, callbacks, run)
+            metrics = _train_and_evaluate(work, run)
         finally:
             monitor.finish()
         run.log_weights(job.model_dir, job.folder / "model", config.tracking.log_weights)
@@ -162,23 +167,22 @@ def _work(
     return metrics, run.run_id
 
 
-def _train_and_evaluate(
-    config: Config,
-    job: SeedJob,
-    attempt: Attempt,
-    inputs: StudyInputs,
-    tokenizer: PreTrainedTokenizerBase,
-    callbacks: list[L.Callback] | None,
-    run: tracking.TrackedRun,
-) -> dict[str, float]:
+def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, float]:
     """Fine-tune unless the weights are saved already, then evaluate and log the results."""
+    config, job, attempt, inputs, tokenizer = (
+        work.config,
+        work.job,
+        work.attempt,
+        work.inputs,
+        work.tokenizer,
+    )
     if not job.trained():
         resume = ResumeCheckpoint(job.checkpoints, config.train.checkpoint_every_n_steps)
         model = fine_tune(
             config,
             inputs.tokenized,
             tokenizer.pad_token_id,
-            [Fence(job), resume, *(callbacks or [])],
+            [Fence(job), resume, *work.callbacks],
             logger=run.lightning_logger(
                 guard=job.check_held,
                 after_step=run.last_step() if attempt.checkpoint else None,
