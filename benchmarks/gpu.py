@@ -4,8 +4,10 @@ Trains through seedvar's own `fine_tune` (Lightning, bf16 mixed precision, fused
 SDPA attention, length-grouped dynamically padded batches) on real MNLI pairs tokenized
 with the bert-base-uncased vocabulary, at batch 32; with and without torch.compile. Reports
 training examples/s, tokens/s (real tokens) and model FLOPs utilisation, projects one full
-seed (392,702 examples x 3 epochs) and 100 seeds, and measures the gain from training
-several seeds at once on one GPU (one process per seed). Run by benchmarks/gpu.sh; writes
+seed (392,702 examples x 3 epochs) and of the 100-seed study on 1 and on 8 GPUs, and measures
+the gain from training several seeds at once on one GPU (one process per seed). MFU is
+against this GPU's bf16 matmul peak measured here (benchmarks/peak.py), with the spec
+sheet's dense bf16 peak beside it. Run by benchmarks/gpu.sh; writes
 benchmarks/results/gpu.json. `--dry-run` checks the whole script on a CPU in minutes
 (tiny model, few steps; the numbers mean nothing).
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 import datasets
 import lightning as L
 import torch
+from peak import matmul_peak, model_flops_per_s, non_embedding_parameters
 from transformers import BertConfig, BertForSequenceClassification
 
 from seedvar.config import Config, load_config
@@ -34,7 +37,8 @@ from seedvar.training.fit import fine_tune
 
 REPO = Path(__file__).resolve().parents[1]
 MNLI_TRAIN, EPOCHS, SEEDS, BATCH, WARMUP_STEPS = 392_702, 3, 100, 32, 10
-PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12}  # dense bf16 tensor cores
+SPEC_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12}  # dense bf16 tensor cores
+GPUS_IN_A_NODE = 8
 
 
 def wall_clock() -> float:
@@ -88,13 +92,12 @@ def measure(
     clock = StepClock(WARMUP_STEPS)
     tokenized = {"train": train, "validation": train.select(range(BATCH))}
     model = fine_tune(config, tokenized, load_tokenizer(str(model_dir)).pad_token_id, [clock])
-    weights = sum(p.numel() for name, p in model.named_parameters() if "embeddings" not in name)
     seconds = clock.ended - clock.started
     return {
         "examples_per_s": steps * BATCH / seconds,
         "tokens_per_s": clock.tokens / seconds,
-        "flops_per_s": 6 * weights * clock.tokens / seconds,
-        "non_embedding_parameters": weights,
+        "flops_per_s": model_flops_per_s(model, clock.tokens / seconds, "train"),
+        "non_embedding_parameters": non_embedding_parameters(model),
         "started": clock.started,
         "ended": clock.ended,
     }
@@ -130,8 +133,15 @@ def seeds_at_once(
 
 
 def projection(examples_per_s: float) -> dict[str, float]:
+    """Hours of training for one seed, and for the 100-seed study on 1 and on 8 GPUs at this
+    throughput per GPU (seeds are independent: 8 GPUs take 13 rounds of 8 seeds)."""
     seed_hours = MNLI_TRAIN * EPOCHS / examples_per_s / 3600
-    return {"hours_per_seed": seed_hours, "hours_100_seeds": SEEDS * seed_hours}
+    rounds_on_a_node = -(-SEEDS // GPUS_IN_A_NODE)
+    return {
+        "hours_per_seed": seed_hours,
+        "hours_100_seeds": SEEDS * seed_hours,
+        "hours_100_seeds_8_gpus": rounds_on_a_node * seed_hours,
+    }
 
 
 def main() -> None:
@@ -148,18 +158,25 @@ def main() -> None:
         data_dir = Path(tmp) / "train"
         train.save_to_disk(str(data_dir))
         device = "cpu (dry run)" if args.dry_run else torch.cuda.get_device_name(0)
-        peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in device), None)
+        spec_peak = next((v for k, v in SPEC_BF16_FLOPS.items() if k in device), None)
+        dtype = torch.float32 if args.dry_run else torch.bfloat16
+        peak = matmul_peak(dtype, "cpu" if args.dry_run else "cuda", 512 if args.dry_run else 8192)
         mean_tokens = sum(map(len, train["input_ids"])) / len(train)
         results: dict[str, object] = {
             "device": device,
             "batch": BATCH,
             "steps": args.steps,
             "mean_real_tokens_per_pair": mean_tokens,
+            "peak_matmul_flops_per_s": peak,
+            "spec_sheet_bf16_flops_per_s": spec_peak,
         }
         for label, compiled in (("eager", False), ("compiled", True)):
             measured = measure(model_dir, train, args.steps, compiled, args.dry_run)
-            mfu = measured["flops_per_s"] / peak if peak else None
-            results[label] = {**measured, "mfu": mfu, **projection(measured["examples_per_s"])}
+            mfu = {
+                "fraction_of_measured_peak": measured["flops_per_s"] / peak,
+                "fraction_of_spec_peak": measured["flops_per_s"] / spec_peak if spec_peak else None,
+            }
+            results[label] = {**measured, **mfu, **projection(measured["examples_per_s"])}
         one = results["eager"]["examples_per_s"]
         for processes in args.processes:
             outputs = seeds_at_once(processes, model_dir, data_dir, args.steps, args.dry_run)
@@ -170,6 +187,7 @@ def main() -> None:
                 "examples_per_s_total": total,
                 "gain_vs_one": total / one,
                 "hours_100_seeds": projection(total)["hours_100_seeds"],
+                "hours_100_seeds_8_gpus": projection(total)["hours_100_seeds_8_gpus"],
             }
     print(json.dumps(results, indent=2))
     if not args.dry_run:

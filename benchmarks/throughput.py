@@ -1,30 +1,35 @@
-"""Training and evaluation throughput: seedvar against a plain Hugging Face Trainer baseline.
+"""Throughput of seedvar against the Hugging Face Trainer as a careful user sets it up, and of
+both against this machine's measured peak FLOP/s.
 
-Side by side in one run, on the same machine, model, data, batch size, max length,
-precision and number of steps. The baseline is the classic run_glue recipe: every pair
-padded to max length, a Trainer with random batches, Trainer.predict for evaluation.
-seedvar trains through its own `fine_tune` (the Lightning Trainer every seed uses), and
-each of its speed-ups is measured on its own:
+The peer is the strongest plain Trainer we know: dynamic padding (DataCollatorWithPadding),
+length-grouped training batches (train_sampling_strategy="group_by_length") and fused AdamW;
+Trainer.predict with dynamic padding at seedvar's evaluation batch size; the same precision.
+The classic run_glue recipe (every pair padded to 128 tokens) stays as a second line. Same
+machine, model (the offline MiniLM), real MNLI pairs, batch size, steps. Peer and seedvar
+alternate (peer, seedvar, peer, seedvar, ...) for `--rounds` rounds and each reports its median,
+so machine noise falls on both. Achieved model FLOP/s are given as a fraction of the matmul
+peak measured here (benchmarks/peak.py) at the same precision. Predictions are compared with
+the peer's at full precision: the share of identical labels and the largest logit difference.
 
-  train: baseline (pad to 128) -> dynamic padding -> dynamic padding + length-grouped batches
-  eval:  baseline Trainer.predict (pad to 128) -> sorted by length + dynamic padding (no_grad)
-         -> + inference_mode -> + the profile's larger evaluation batch
-  tokenization: the study's sets tokenized once vs loaded from the cache later seeds reuse
-  memory: peak resident memory of one seed; a worker's memory over 5 seeds in one process
-
-Usage:  pip install -e '.[bench]' && python benchmarks/throughput.py [--steps 40]
+Usage:  pip install -e '.[bench]' && python benchmarks/throughput.py [--rounds 2]
+        [--eval-model runs/seed-0/model]  (a trained seed: agreement on a model trained for
+        40 steps says little, its logits are too close to each other)
 Writes: benchmarks/results/throughput-<cpu|gpu>.json
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import datasets
@@ -32,20 +37,27 @@ import lightning as L
 import numpy as np
 import pandas as pd
 import torch
-from transformers import PreTrainedModel, Trainer, TrainerCallback, TrainingArguments
+from peak import matmul_peak, model_flops_per_s
+from transformers import (
+    AutoModelForSequenceClassification,
+    DataCollatorWithPadding,
+    PreTrainedModel,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
 
 from seedvar.config import Config, load_config
 from seedvar.data.mnli import load_mnli
 from seedvar.data.tokenized import tokenize_cached
 from seedvar.pretrained import OFFLINE_MINILM, load_model, load_tokenizer
-from seedvar.training.device import resolve_precision
 from seedvar.training.fit import fine_tune
 from seedvar.training.predict import predict_logits
 
 REPO = Path(__file__).resolve().parents[1]
 MNLI = REPO / "data" / "offline" / "mnli"
 MAX_LENGTH, BATCH = 128, 32
-EVAL_BATCH = BATCH  # the baseline predicts at its training batch size
+DTYPE = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16}
 
 
 class LightningClock(L.Callback):
@@ -72,58 +84,80 @@ def real_tokens(dataset: datasets.Dataset) -> int:
     return int(sum(len(ids) for ids in dataset["input_ids"]))
 
 
-def seedvar_config(steps: int, group_by_length: bool) -> Config:
+def seedvar_config(steps: int, precision: str) -> Config:
+    """The cpu profile's recipe (length-grouped batches) for `steps` steps at `precision`."""
     overrides = [
         f"train.max_steps={steps}",
         f"train.batch_size={BATCH}",
         f"model.max_length={MAX_LENGTH}",
-        f"train.group_by_length={group_by_length}",
+        f"train.precision={precision}",
     ]
     return load_config(None, overrides, profile="cpu")
 
 
-def seedvar_train(tokenized: dict[str, datasets.Dataset], pad_id: int, config: Config) -> float:
-    """Seconds for the configured steps through seedvar's own `fine_tune`."""
+def seedvar_train(train: datasets.Dataset, pad_id: int, config: Config) -> tuple[float, object]:
+    """Seconds for the configured steps through seedvar's own `fine_tune`; and the model."""
     clock = LightningClock()
-    fine_tune(config, tokenized, pad_id, callbacks=[clock])
-    return clock.seconds
+    tokenized = {"train": train, "validation": train.select(range(BATCH))}
+    model = fine_tune(config, tokenized, pad_id, callbacks=[clock])
+    return clock.seconds, model
 
 
-def baseline_train(padded: datasets.Dataset, config: Config, workdir: str) -> tuple[float, Trainer]:
-    """Seconds for the same steps with a Trainer on pad-to-128 batches; and the Trainer."""
-    args = TrainingArguments(
+def peer_arguments(config: Config, workdir: str, careful: bool) -> TrainingArguments:
+    """The Trainer's settings for seedvar's recipe; `careful`: length grouping, fused AdamW."""
+    return TrainingArguments(
         output_dir=workdir,
         per_device_train_batch_size=BATCH,
-        per_device_eval_batch_size=EVAL_BATCH,
+        per_device_eval_batch_size=config.train.eval_batch_size if careful else BATCH,
         max_steps=config.train.max_steps,
         learning_rate=config.train.learning_rate,
         weight_decay=config.train.weight_decay,
         warmup_steps=int(config.train.warmup_ratio * config.train.max_steps),
+        max_grad_norm=config.train.gradient_clip,
+        train_sampling_strategy="group_by_length" if careful else "random",
+        optim="adamw_torch_fused" if careful else "adamw_torch",
         use_cpu=not torch.cuda.is_available(),
-        bf16=resolve_precision(config) == "bf16-mixed",
+        bf16=config.train.precision == "bf16-mixed",
+        bf16_full_eval=config.train.precision == "bf16-mixed",  # its bf16 alone predicts in fp32
         report_to=[],
         save_strategy="no",
         logging_strategy="no",
         disable_tqdm=True,
         seed=0,
     )
+
+
+def peer_train(
+    train: datasets.Dataset, collator: Callable, config: Config, workdir: str, careful: bool
+) -> tuple[float, Trainer]:
+    """Seconds for the same steps with the Hugging Face Trainer; and the Trainer."""
     clock = TrainerClock()
     trainer = Trainer(
-        model=load_model(OFFLINE_MINILM, 0), args=args, train_dataset=padded, callbacks=[clock]
+        model=load_model(OFFLINE_MINILM, 0),
+        args=peer_arguments(config, workdir, careful),
+        train_dataset=train,
+        data_collator=collator,
+        callbacks=[clock],
     )
     trainer.train()
     return clock.seconds, trainer
 
 
-def timed_predictions(
-    model: PreTrainedModel, tokens: datasets.Dataset, pad_id: int, batch: int, inference_mode: bool
-) -> tuple[float, np.ndarray]:
-    """seedvar's evaluation; without inference_mode it runs under plain no_grad."""
-    predict = predict_logits if inference_mode else predict_logits.__wrapped__
+def timed(predict: Callable[..., object], *args: object, **kwargs: object) -> tuple[float, object]:
+    """Seconds `predict(*args, **kwargs)` takes, and what it returns."""
     started = time.perf_counter()
-    with torch.no_grad():
-        logits = predict(model, tokens, pad_id, batch)
-    return time.perf_counter() - started, logits
+    result = predict(*args, **kwargs)
+    return time.perf_counter() - started, result
+
+
+def peer_predictor(peer: Trainer, model: PreTrainedModel) -> Trainer:
+    """A Trainer with `peer`'s settings that predicts with a copy of `model`'s weights (the
+    peer's bf16 evaluation converts the model it is given), in dataset order: with
+    group_by_length, transformers 5.24 groups the prediction batches too, and the predictions
+    come back in that shuffled order, no longer matching the dataset's rows."""
+    args = copy.copy(peer.args)
+    args.train_sampling_strategy = "random"
+    return Trainer(model=copy.deepcopy(model), args=args, data_collator=peer.data_collator)
 
 
 def last_line_of_python(workdir: Path, *arguments: str) -> str:
@@ -203,17 +237,39 @@ def tokenization(tokenizer, cache: Path) -> dict[str, float]:  # noqa: ANN001
     }
 
 
-def throughput(seconds: dict[str, float], examples: int, tokens: int) -> dict[str, dict]:
-    return {
-        name: {"seconds": s, "examples_per_s": examples / s, "tokens_per_s": tokens / s}
-        for name, s in seconds.items()
-    }
+def median_throughput(
+    seconds: dict[str, list[float]], examples: int, tokens: dict[str, int]
+) -> dict[str, dict[str, float]]:
+    """Median seconds of each variant over the rounds, as examples/s and real tokens/s."""
+    out = {}
+    for name, runs in seconds.items():
+        median = statistics.median(runs)
+        out[name] = {
+            "seconds": median,
+            "seconds_each_round": runs,
+            "examples_per_s": examples / median,
+            "tokens_per_s": tokens[name] / median,
+        }
+    return out
+
+
+def with_peak_fraction(
+    results: dict[str, dict[str, float]], model: PreTrainedModel, phase: str, peaks: dict
+) -> None:
+    """Add achieved model FLOP/s and its fraction of the measured peak at the same precision."""
+    for name, numbers in results.items():
+        flops = model_flops_per_s(model, numbers["tokens_per_s"], phase)
+        numbers["model_flops_per_s"] = flops
+        numbers["fraction_of_peak"] = flops / peaks[name.rsplit("@", 1)[1]]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--eval-examples", type=int, default=2000)
+    parser.add_argument("--eval-model", type=Path, help="a trained seed's model folder")
+    parser.add_argument("--skip-memory", action="store_true")
     args = parser.parse_args()
     tokenizer = load_tokenizer(OFFLINE_MINILM)
     pad_id = tokenizer.pad_token_id
@@ -222,22 +278,26 @@ def main() -> None:
     )
     evaluation = load_mnli(str(MNLI / "validation_matched.parquet"), "validation_matched")
     evaluation = evaluation.head(args.eval_examples)
-    grouped = seedvar_config(args.steps, group_by_length=True)
+    gpu = torch.cuda.is_available()
+    precisions = ["bf16-mixed"] if gpu else ["32-true", "bf16-mixed"]
+    peaks = {p: matmul_peak(DTYPE[p], "cuda" if gpu else "cpu") for p in precisions}
+    configs = {p: seedvar_config(args.steps, p) for p in precisions}
     results: dict[str, object] = {
         "setup": {
             "machine": platform.machine(),
             "threads": torch.get_num_threads(),
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "gpu": torch.cuda.get_device_name(0) if gpu else None,
             "torch": torch.__version__,
             "model": "all-MiniLM-L6-v2 (offline)",
             "batch": BATCH,
-            "eval_batch_baseline": EVAL_BATCH,
-            "eval_batch_seedvar": grouped.train.eval_batch_size,
+            "eval_batch": configs[precisions[0]].train.eval_batch_size,
             "max_length": MAX_LENGTH,
             "train_steps": args.steps,
+            "rounds": args.rounds,
             "eval_examples": len(evaluation),
-            "precision": resolve_precision(grouped),
-        }
+            "eval_model": str(args.eval_model or "the seedvar model trained here"),
+        },
+        "peak_matmul_flops_per_s": peaks,
     }
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -258,60 +318,84 @@ def main() -> None:
             return as_dataset.map(pad_all, batched=True, remove_columns=["premise", "hypothesis"])
 
         train = tokenize_cached(frame, tokenizer, MAX_LENGTH, cache)
-        tokenized = {"train": train, "validation": train.select(range(BATCH))}
-        baseline_s, trainer = baseline_train(padded(frame), grouped, str(Path(tmp) / "hf"))
-        seconds = {
-            "baseline_hf_trainer_pad128": baseline_s,
-            "seedvar_dynamic_padding": seedvar_train(
-                tokenized, pad_id, seedvar_config(args.steps, group_by_length=False)
-            ),
-            "seedvar_dynamic_padding_length_grouped": seedvar_train(tokenized, pad_id, grouped),
-        }
-        results["train"] = throughput(seconds, len(frame), real_tokens(train))
-        results["train_ratios"] = {name: baseline_s / s for name, s in seconds.items()}
-
         eval_tokens = tokenize_cached(evaluation, tokenizer, MAX_LENGTH, cache)
-        started = time.perf_counter()
-        baseline_logits = trainer.predict(padded(evaluation)).predictions
-        model = trainer.model
-        seconds = {"baseline_hf_trainer_predict_pad128": time.perf_counter() - started}
-        variants = (
-            ("seedvar_sorted_dynamic_padding_no_grad", EVAL_BATCH, False),
-            ("seedvar_sorted_inference_mode", EVAL_BATCH, True),
-            ("seedvar_sorted_inference_mode_large_batch", grouped.train.eval_batch_size, True),
+        train_pad128, eval_pad128 = padded(frame), padded(evaluation)
+        dynamic = DataCollatorWithPadding(tokenizer)
+        fixed = DataCollatorWithPadding(tokenizer, padding="max_length", max_length=MAX_LENGTH)
+        train_seconds: dict[str, list[float]] = defaultdict(list)
+        eval_seconds: dict[str, list[float]] = defaultdict(list)
+        logits: dict[str, np.ndarray] = {}
+        model = (
+            AutoModelForSequenceClassification.from_pretrained(args.eval_model)
+            if args.eval_model
+            else None  # the first model seedvar trains here
         )
-        agreement = {}
-        for name, batch, inference_mode in variants:
-            seconds[name], logits = timed_predictions(
-                model, eval_tokens, pad_id, batch, inference_mode
-            )
-            agreement[name] = float(np.mean(logits.argmax(1) == baseline_logits.argmax(1)))
-        results["eval"] = throughput(seconds, len(evaluation), real_tokens(eval_tokens))
-        base = seconds["baseline_hf_trainer_predict_pad128"]
-        results["eval_ratios"] = {name: base / s for name, s in seconds.items()}
-        results["eval_same_predictions_as_baseline"] = agreement
-
-        after_each = memory_over_seeds_in(Path(tmp) / "growth")
-        results["memory"] = {
-            "peak_rss_one_seed_mib": peak_memory_of_one_seed(Path(tmp) / "one-seed"),
-            "worker_rss_after_each_of_5_seeds_mib": after_each,
-            "growth_after_5_vs_after_1": after_each[-1] / after_each[0] - 1,
+        for _ in range(args.rounds):
+            for precision in precisions:
+                config, work = configs[precision], str(Path(tmp) / "hf")
+                peers: dict[str, tuple[Trainer, datasets.Dataset]] = {}
+                if precision == "32-true":
+                    seconds, peer = peer_train(train_pad128, fixed, config, work, careful=False)
+                    train_seconds[f"peer_trainer_pad128@{precision}"].append(seconds)
+                    peers[f"peer_trainer_pad128@{precision}"] = peer, eval_pad128
+                seconds, peer = peer_train(train, dynamic, config, work, careful=True)
+                train_seconds[f"peer_trainer_careful@{precision}"].append(seconds)
+                peers[f"peer_trainer_careful@{precision}"] = peer, eval_tokens
+                seconds, ours = seedvar_train(train, pad_id, config)
+                train_seconds[f"seedvar@{precision}"].append(seconds)
+                model = model or ours  # every variant predicts with the same weights
+                for name, (peer, evaluated) in peers.items():
+                    seconds, output = timed(peer_predictor(peer, model).predict, evaluated)
+                    logits[name] = output.predictions
+                    eval_seconds[name].append(seconds)
+                autocast = DTYPE[precision] if precision != "32-true" else None
+                seconds, logits[f"seedvar@{precision}"] = timed(
+                    predict_logits,
+                    model,
+                    eval_tokens,
+                    pad_id,
+                    config.train.eval_batch_size,
+                    autocast=autocast,
+                )
+                eval_seconds[f"seedvar@{precision}"].append(seconds)
+        train_tokens = {name: real_tokens(train) for name in train_seconds}
+        eval_real = {name: real_tokens(eval_tokens) for name in eval_seconds}
+        results["train"] = median_throughput(train_seconds, len(frame), train_tokens)
+        results["eval"] = median_throughput(eval_seconds, len(evaluation), eval_real)
+        with_peak_fraction(results["train"], model, "train", peaks)
+        with_peak_fraction(results["eval"], model, "predict", peaks)
+        results["ratios_vs_careful_peer"] = {
+            phase: {
+                precision: results[phase][f"peer_trainer_careful@{precision}"]["seconds"]
+                / results[phase][f"seedvar@{precision}"]["seconds"]
+                for precision in precisions
+            }
+            for phase in ("train", "eval")
         }
+        reference = logits[f"peer_trainer_careful@{precisions[0]}"]
+        results["eval_agreement_with_careful_peer_at_" + precisions[0]] = {
+            name: {
+                "same_label": float(np.mean(values.argmax(1) == reference.argmax(1))),
+                "max_abs_logit_difference": float(np.abs(values - reference).max()),
+            }
+            for name, values in logits.items()
+        }
+        if not args.skip_memory:
+            after_each = memory_over_seeds_in(Path(tmp) / "growth")
+            results["memory"] = {
+                "peak_rss_one_seed_mib": peak_memory_of_one_seed(Path(tmp) / "one-seed"),
+                "worker_rss_after_each_of_5_seeds_mib": after_each,
+                "growth_after_5_vs_after_1": after_each[-1] / after_each[0] - 1,
+            }
 
-    device = "gpu" if torch.cuda.is_available() else "cpu"
+    device = "gpu" if gpu else "cpu"
     out = REPO / "benchmarks" / "results" / f"throughput-{device}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
-    print(pd.DataFrame(results["train"]).T.round(2).to_string())
-    print(pd.DataFrame(results["eval"]).T.round(2).to_string())
-    headline = (
-        "train_ratios",
-        "eval_ratios",
-        "eval_same_predictions_as_baseline",
-        "tokenization",
-        "memory",
-    )
-    print(json.dumps({key: results[key] for key in headline}, indent=2))
+    for phase in ("train", "eval"):
+        table = pd.DataFrame(results[phase]).T.drop(columns="seconds_each_round")
+        print(table.astype(float).round(4).to_string())
+    print(json.dumps({k: results[k] for k in results if k not in ("train", "eval")}, indent=2))
     print(f"written to {out}")
 
 

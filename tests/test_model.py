@@ -45,13 +45,16 @@ def fit(
     pad_id: int,
     steps: int,
     callbacks: list[L.Callback],
-) -> None:
+    precision: str = "32-true",
+) -> L.Trainer:
     datamodule = NLIDataModule(
         data, data, pad_id, batch_size=8, eval_batch_size=32, data_seed=0, group_by_length=True
     )
     trainer = L.Trainer(
         accelerator="cpu",
         max_steps=steps,
+        precision=precision,
+        gradient_clip_val=1.0,
         logger=False,
         callbacks=callbacks,
         enable_checkpointing=False,
@@ -60,6 +63,18 @@ def fit(
         num_sanity_val_steps=0,
     )
     trainer.fit(module, datamodule=datamodule)
+    return trainer
+
+
+@pytest.mark.parametrize(("precision", "fused"), [("32-true", True), ("bf16-mixed", False)])
+def test_each_precision_trains_with_gradient_clipping(examples, precision: str, fused: bool):
+    """bf16-mixed is the paper profile's GPU precision: Lightning refuses gradient clipping
+    with a fused optimizer under mixed precision, so only full precision gets fused AdamW."""
+    data, pad_id = examples
+    module = NLIClassifier(load_model(TINY_RANDOM, 0), 1e-3, 0.0, 0.0, total_steps=2)
+    trainer = fit(module, data, pad_id, steps=2, callbacks=[], precision=precision)
+    assert trainer.global_step == 2
+    assert trainer.optimizers[0].defaults["fused"] is fused
 
 
 def test_dropout_is_on_while_training_a_model_handed_over_in_eval_mode(examples):
@@ -97,6 +112,15 @@ def test_predictions_come_back_in_row_order_whatever_the_batching(examples):
         np.testing.assert_allclose(
             predict_logits(model, data, pad_id, batch_size), one_by_one, atol=1e-5
         )
+
+
+def test_bf16_predictions_stay_close_to_full_precision(examples):
+    data, pad_id = examples
+    model = load_model(TINY_RANDOM, 0).eval()
+    full = predict_logits(model, data, pad_id, batch_size=16)
+    bf16 = predict_logits(model, data, pad_id, batch_size=16, autocast=torch.bfloat16)
+    assert not np.array_equal(full, bf16)  # the autocast took effect
+    np.testing.assert_allclose(bf16, full, atol=2e-2)
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from seedvar.config import load_config
 from seedvar.errors import OutputExistsError
 from seedvar.metrics import SUBCASES
 from seedvar.study.seed import run_seed
+from seedvar.training.device import native_cpu_bf16
 
 pytestmark = pytest.mark.slow
 SMOKE = ["data.max_train_examples=200", "data.max_eval_examples=300"]
@@ -62,6 +63,8 @@ def test_one_seed_is_trained_evaluated_and_tracked(study_dir: Path):
     assert params["train.seed"] == "3" and params["train.learning_rate"] == "0.001"
     assert params["data.size.train"] == "200" and len(params["data.fingerprint.hans"]) == 16
     assert params["precision"] == "32-true" and "git.commit" in params
+    assert params["eval_precision"] == ("bf16" if native_cpu_bf16() else "32")
+    assert metrics["time/train_seconds"] > 0 and metrics["time/evaluate_seconds"] > 0
     artifacts = {a.path for a in client.list_artifacts(result.run_id, "predictions")}
     assert artifacts == {
         f"predictions/{n}.parquet" for n in ("hans", "mnli_matched", "mnli_mismatched")

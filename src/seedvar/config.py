@@ -74,6 +74,7 @@ class TrainConfig(Section):
     precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"]
     accelerator: Literal["auto", "cpu", "gpu"]
     eval_batch_size: StrictInt = Field(gt=0)
+    eval_precision: Literal["auto", "32", "bf16", "16"]
     compile: StrictBool
     log_every_n_steps: StrictInt = Field(gt=0)
     checkpoint_every_n_steps: StrictInt = Field(gt=0)

@@ -26,6 +26,8 @@ HANS_LABELS = ("entailment", "non-entailment")  # Hugging Face `hans` order: 0, 
 ENTAILMENT = 0
 VAL_ACCURACY = "val/mnli_matched_accuracy"  # per-epoch accuracy on the validation subset
 TRAIN_LOSS = "train/loss"
+TRAIN_SECONDS = "time/train_seconds"  # wall time of a seed's training (this attempt's part)
+EVALUATE_SECONDS = "time/evaluate_seconds"  # wall time of its evaluation
 
 MNLI_MATCHED = "MNLI dev acc."
 MNLI_MISMATCHED = "MNLI-mm acc."

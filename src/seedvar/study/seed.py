@@ -17,6 +17,7 @@ from seedvar import tracking
 from seedvar.config import Config
 from seedvar.data.prepared import StudyInputs, study_inputs
 from seedvar.errors import Superseded
+from seedvar.metrics import EVALUATE_SECONDS, TRAIN_SECONDS
 from seedvar.pretrained import load_tokenizer
 from seedvar.study.evaluate import evaluate_sets
 from seedvar.study.job import CONFIG, METRICS, AlreadyPublished, Attempt, SeedJob
@@ -24,6 +25,7 @@ from seedvar.training.device import (
     autocast_dtype,
     device_name,
     evaluation_device,
+    resolve_eval_precision,
     resolve_precision,
 )
 from seedvar.training.fit import fine_tune
@@ -177,6 +179,7 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
         work.tokenizer,
     )
     if not job.trained():
+        started = time.perf_counter()
         resume = ResumeCheckpoint(job.checkpoints, config.train.checkpoint_every_n_steps)
         model = fine_tune(
             config,
@@ -190,7 +193,9 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
             checkpoint=attempt.checkpoint,
         )
         job.save_model(model, tokenizer)
+        run.log_raw_metrics({TRAIN_SECONDS: time.perf_counter() - started})
     job.check_held()
+    started = time.perf_counter()
     model = AutoModelForSequenceClassification.from_pretrained(job.model_dir)
     metrics = evaluate_sets(
         model.to(evaluation_device(config)),
@@ -203,6 +208,7 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
     )
     job.check_held()
     run.log_metrics(metrics)
+    run.log_raw_metrics({EVALUATE_SECONDS: time.perf_counter() - started})
     run.log_folder(job.work_dir / "predictions", "predictions")
     run.log_file(job.work_dir / METRICS)
     run.log_file(job.work_dir / CONFIG)
@@ -255,5 +261,6 @@ def _run_params(config: Config, inputs: StudyInputs) -> dict[str, object]:
         **tracking.provenance(),
         "config_hash": config.hash(),
         "precision": resolve_precision(config),
+        "eval_precision": resolve_eval_precision(config),
         "device": device_name(config),
     }

@@ -8,7 +8,7 @@ import torch
 
 from seedvar.config import Config
 
-AUTOCAST = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+AUTOCAST = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
 
 
 def use_gpu(config: Config) -> bool:
@@ -30,9 +30,24 @@ def evaluation_device(config: Config) -> torch.device:
     return torch.device("cuda") if use_gpu(config) else torch.device("cpu")
 
 
+def resolve_eval_precision(config: Config) -> str:
+    """`train.eval_precision` made concrete: "auto" is the training's mixed precision on a GPU,
+    bf16 on a CPU that computes it natively (avx512_bf16 or AMX), else 32."""
+    if config.train.eval_precision != "auto":
+        return config.train.eval_precision
+    if use_gpu(config):
+        return {"bf16-mixed": "bf16", "16-mixed": "16"}.get(resolve_precision(config), "32")
+    return "bf16" if native_cpu_bf16() else "32"
+
+
+def native_cpu_bf16() -> bool:
+    """Whether this CPU computes bf16 in hardware (x86 avx512_bf16 or AMX tiles)."""
+    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+
+
 def autocast_dtype(config: Config) -> torch.dtype | None:
-    """The mixed-precision dtype for evaluation on a GPU, or None for full precision."""
-    return AUTOCAST.get(resolve_precision(config)) if use_gpu(config) else None
+    """The autocast dtype evaluation runs under, or None for full precision."""
+    return AUTOCAST[resolve_eval_precision(config)]
 
 
 def device_name(config: Config) -> str:

@@ -21,7 +21,8 @@ def predict_logits(
     autocast: torch.dtype | None = None,
 ) -> np.ndarray:
     """Logits for every row of a tokenized set, in row order (batches grouped by length);
-    `autocast`: a mixed-precision dtype for GPU inference."""
+    `autocast`: a mixed-precision dtype to predict in (bf16 on CPUs that have it, bf16 or fp16
+    on GPUs)."""
     model.eval()
     device = next(model.parameters()).device
     columns = {name: dataset[name] for name in dataset.column_names if name != "labels"}
