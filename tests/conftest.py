@@ -57,7 +57,7 @@ def stages_ran(output: str) -> set[str]:
 
 def dvc_project(path: Path, **params: object) -> Path:
     """A git + DVC repository at `path` holding the pipeline, its sources, the offline data
-    and the repo's DVC config (its default remote), with `params` set in params.yaml."""
+    and the repo's DVC config and plot templates, with `params` set in params.yaml."""
     shutil.copytree(REPO / "src", path / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "data" / "offline", path / "data" / "offline")
     shutil.copy(REPO / "dvc.yaml", path)
@@ -66,6 +66,7 @@ def dvc_project(path: Path, **params: object) -> Path:
     run_ok("git", "init", "-q", cwd=path)
     run_ok("dvc", "init", "-q", cwd=path)
     shutil.copy(REPO / ".dvc" / "config", path / ".dvc" / "config")
+    shutil.copytree(REPO / ".dvc" / "plots", path / ".dvc" / "plots")
     commit(path, "init")
     return path
 

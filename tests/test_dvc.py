@@ -24,6 +24,14 @@ def study(tmp_path_factory: pytest.TempPathFactory, dvc_environment: None) -> Pa
     return project
 
 
+def test_dvc_plots_show_needs_no_network_and_names_the_seed(study: Path, tmp_path: Path):
+    run_ok("dvc", "plots", "show", "-o", str(tmp_path), cwd=study)
+    page = (tmp_path / "index.html").read_text()
+    assert "<script src=" not in page and "vegaEmbed(" in page  # Vega is inside the page
+    scatter = page[page.index("MNLI-m vs HANS") :]
+    assert '"field": "seed"' in scatter and '"seed": 0' in scatter and '"seed": 1' in scatter
+
+
 def changed_stages(project: Path) -> set[str]:
     """The stages `dvc status` reports as changed."""
     status = json.loads(run_ok("dvc", "status", "--json", cwd=project))
