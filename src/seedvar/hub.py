@@ -13,10 +13,10 @@ from seedvar.errors import ModelError
 HUB_HOST = ("huggingface.co", 443)
 OFFLINE_ALIASES = ("minilm-offline", "tiny-random-bert")
 OFFLINE_STUDY = "dvc exp run -S profile=cpu -S 'seeds=[0,1,2,3,4]'"
-# The cpu profile's training, measured on 2 CPU cores: about 150 s for 6,000 pairs x 1 epoch
-# of MiniLM-L6 (README, Latest result); BERT-base has about 8 times MiniLM-L6's non-embedding
-# parameters (85 M against 10.6 M), so about 8 times the compute per pair.
-CPU_SECONDS_PER_PAIR_EPOCH_MINILM = 150 / 6000
+# MiniLM-L6's fp32 training (the precision `auto` gives on a CPU), measured on 2 CPU cores:
+# 120 s for 6,000 pairs x 1 epoch (docs/results/learning-curve); BERT-base has about 8 times
+# MiniLM-L6's non-embedding parameters (85 M against 10.6 M), so about 8 times the compute.
+CPU_SECONDS_PER_PAIR_EPOCH_MINILM = 120 / 6000
 BERT_BASE_OVER_MINILM = 8
 MNLI_TRAIN_PAIRS = 392_702
 
