@@ -102,7 +102,7 @@ def plot(points: pd.DataFrame) -> Path:
         for precision, group in points.groupby("precision"):
             axis.scatter(group["seed_seconds"] / 60, group[column] * 100, label=precision)
             for _, row in group.iterrows():
-                label = f"{row['train_pairs'] / 1000:g}k x {row['epochs']}"
+                label = f"{row['train_pairs']:,} x {row['epochs']}"
                 axis.annotate(label, (row["seed_seconds"] / 60, row[column] * 100), fontsize=8)
         axis.axvline(BUDGET_SECONDS / 60, color="gray", linestyle="--", label="15-minute budget")
         axis.set_xlabel("minutes per seed (training + full evaluation, 2 CPU cores)")
