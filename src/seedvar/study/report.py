@@ -90,7 +90,9 @@ def plot_agreement(mnli: pd.DataFrame, hans: pd.DataFrame) -> Figure:
 def plot_std(comparison: pd.DataFrame, decision: dict) -> Figure:
     """(d) Spread across seeds per column: the paper's std beside our seed std (evaluation
     noise removed) with its 95 % interval and our evaluation-noise std (results/verdict.json)."""
-    ours = pd.DataFrame(decision["columns"]).set_index("column").reindex(comparison.index)
+    columns = ["seed_std", "seed_std_low", "seed_std_high", "noise_std"]
+    ours = pd.DataFrame(decision["columns"]).set_index("column")[columns]
+    ours = ours.astype(float).reindex(comparison.index)  # None (one seed: no std) -> NaN
     figure, axis = plt.subplots(figsize=(14, 5), layout="constrained")
     positions = np.arange(len(comparison))
     axis.bar(positions - 0.2, comparison["paper_std"], width=0.4, color=PAPER, label="paper: std")
