@@ -102,7 +102,7 @@ def test_a_frozen_attempt_that_wakes_stops_without_touching_the_seed(study_dir: 
         assert {p: p.stat().st_mtime_ns for p in Path("runs/seed-4").rglob("*")} == published
     client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
     experiment = client.get_experiment_by_name("seedvar").experiment_id
-    (run,) = client.search_runs([experiment], "attributes.run_name = 'seed-4'")
+    (run,) = client.search_runs([experiment], "attributes.run_name LIKE 'seed-4 of %'")
     assert run.info.status == "FINISHED"  # one run, resumed by the successor, ended once
     assert json.loads(Path("runs/seed-4/run.json").read_text())["run_id"] == run.info.run_id
     assert run.data.tags["seedvar.attempt"] != late_id

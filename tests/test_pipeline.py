@@ -44,7 +44,9 @@ def test_dvc_repro_runs_the_study_and_reruns_only_what_changed(project: Path):
     children = client.search_runs(
         [experiment], f"tags.`mlflow.parentRunId` = '{study[0].info.run_id}'"
     )
-    assert sorted(run.info.run_name for run in children) == ["seed-0", "seed-1", "seed-2"]
+    names = sorted(run.info.run_name for run in children)
+    assert [name.split(" of ")[0] for name in names] == ["seed-0", "seed-1", "seed-2"]
+    assert all(name.endswith(study[0].info.run_name.removeprefix("study ")) for name in names)
     commit = run_ok("git", "rev-parse", "HEAD", cwd=project).strip()
     assert {run.data.tags["mlflow.source.git.commit"] for run in [*study, *children]} == {commit}
     assert "study/hans/lexical_nonent/std" in study[0].data.metrics
@@ -100,7 +102,7 @@ def test_a_seed_finished_after_dvc_was_killed_is_reused_not_retrained(project: P
     assert {"seed@0", "aggregate", "report"} <= stages_ran(rerun)
     client = MlflowClient(f"sqlite:///{project}/mlruns/mlflow.db")
     experiment = client.get_experiment_by_name("seedvar").experiment_id
-    runs = client.search_runs([experiment], "attributes.run_name = 'seed-0'")
+    runs = client.search_runs([experiment], "attributes.run_name LIKE 'seed-0 of %'")
     assert [run.info.status for run in runs] == ["FINISHED"]  # trained once, kept on rerun
 
 

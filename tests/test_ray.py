@@ -111,12 +111,17 @@ def seed_runs(project: Path) -> list:
     return client.search_runs([experiment], "tags.`seedvar.role` = 'seed'")
 
 
+def seed_name(run) -> str:  # noqa: ANN001
+    """`seed-N` of a seed's run name (which goes on with the study it belongs to)."""
+    return run.info.run_name.split(" of ")[0]
+
+
 def assert_each_seed_once(project: Path, seeds: list[int]) -> None:
     """One published folder and one FINISHED MLflow run per seed; nothing left running."""
     runs = project / "runs"
     assert sorted(p.name for p in runs.glob("seed-*") if p.is_dir()) == [f"seed-{s}" for s in seeds]
     found = seed_runs(project)
-    finished = Counter(r.info.run_name for r in found if r.info.status == "FINISHED")
+    finished = Counter(seed_name(r) for r in found if r.info.status == "FINISHED")
     assert finished == Counter(f"seed-{s}" for s in seeds)
     assert not [r for r in found if r.info.status == "RUNNING"]
     for seed in seeds:
@@ -178,7 +183,7 @@ def test_launch_trains_each_seed_once_and_dvc_repro_then_trains_nothing(cluster,
     children = client.search_runs(
         [experiment], f"tags.`mlflow.parentRunId` = '{study.info.run_id}'"
     )
-    assert sorted(run.info.run_name for run in children) == ["seed-0", "seed-1", "seed-2"]
+    assert sorted(seed_name(run) for run in children) == ["seed-0", "seed-1", "seed-2"]
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
 
@@ -229,7 +234,7 @@ def test_a_node_removed_while_its_seed_trains_is_retried_and_counts_once(
     assert f"seed {seed}: attempt {lost['attempt']} on node {node_id[:8]} stopped" in output
     assert "Ray retries the seed, which resumes from its work" in output
     assert_each_seed_once(study_dir, SEEDS)
-    (run,) = [r for r in seed_runs(study_dir) if r.info.run_name == f"seed-{seed}"]
+    (run,) = [r for r in seed_runs(study_dir) if seed_name(r) == f"seed-{seed}"]
     assert run.data.tags.get("seedvar.resumed") == "true"  # continued from its checkpoint
     assert_same_predictions(reference[0], study_dir, SEEDS)
 
@@ -346,7 +351,7 @@ def test_a_sweep_runs_trials_at_once_and_survives_its_driver_being_killed(
         seeds = client.search_runs(
             [experiment], f"tags.`mlflow.parentRunId` = '{trial.info.run_id}'"
         )
-        assert sorted(s.info.run_name for s in seeds if s.info.status == "FINISHED") == [
+        assert sorted(seed_name(s) for s in seeds if s.info.status == "FINISHED") == [
             "seed-0",
             "seed-1",
         ]
@@ -398,6 +403,6 @@ def test_pruning_on_ray_stops_the_trial_and_its_other_seed(cluster, study_dir: P
     (trial,) = client.search_runs([experiment], "tags.`seedvar.sweep` = 'pruned'")
     assert trial.info.status == "KILLED" and trial.data.tags["seedvar.pruned"] == "true"
     seeds = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{trial.info.run_id}'")
-    assert sorted(s.info.run_name for s in seeds) == ["seed-0", "seed-1"]
+    assert sorted(seed_name(s) for s in seeds) == ["seed-0", "seed-1"]
     for seed in seeds:  # the first by the pruner, the other because its trial was pruned
         assert seed.info.status == "KILLED" and seed.data.tags["seedvar.pruned"] == "true"

@@ -50,7 +50,9 @@ def test_one_seed_is_trained_evaluated_and_tracked(study_dir: Path):
 
     client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
     run = client.get_run(result.run_id)
-    assert run.info.status == "FINISHED" and run.info.run_name == "seed-3"
+    config = _smoke("train.seed=3")
+    assert run.info.status == "FINISHED"
+    assert run.info.run_name == f"seed-3 of smoke {config.study_hash()}"
     metrics = run.data.metrics
     assert all(f"hans/{subcase}" in metrics for subcase in SUBCASES)
     assert metrics["hans/ln_subject/object_swap"] == saved["ln_subject/object_swap"]

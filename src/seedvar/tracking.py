@@ -270,6 +270,12 @@ def context_tags(config: Config) -> dict[str, str]:
     return tags
 
 
+def seed_run_name(config: Config, seed: int) -> str:
+    """A seed's run name: the seed, then the study it belongs to, named as the study's run is
+    (a sweep trial's seeds carry their configuration's own recipe hash)."""
+    return f"seed-{seed} of {config.profile} {config.study_hash()}"
+
+
 def study_run_id(client: MlflowClient, experiment: str, config: Config) -> str:
     """The parent run of the study (same recipe, any seeds), created on first use."""
     found = client.search_runs(

@@ -193,7 +193,7 @@ def _reconcile_runs(config: Config, seeds: list[int], study_run: str) -> None:
     for seed in seeds:
         job = SeedJob(Path(config.output_dir), seed)
         if job.finished_metrics() is not None:
-            published[f"seed-{seed}"] = job.finished_run_id()
+            published[tracking.seed_run_name(config, seed)] = job.finished_run_id()
     for run_id in published.values():
         if client.get_run(run_id).info.status != tracking.FINISHED:
             tracking.TrackedRun(client, run_id).end(

@@ -149,7 +149,7 @@ def _work(
     tags = {**_seed_tags(config), **(run_tags or {})}
     with tracking.open_run(
         config,
-        f"seed-{config.train.seed}",
+        tracking.seed_run_name(config, config.train.seed),
         tags={**tags, ATTEMPT_TAG: job.attempt},
         parent_run_id=parent_run_id,
         resume_run_id=attempt.run_id,
