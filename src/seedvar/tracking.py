@@ -270,10 +270,15 @@ def context_tags(config: Config) -> dict[str, str]:
     return tags
 
 
+def study_label(config: Config) -> str:
+    """The study a run belongs to, in run names: profile and recipe hash (a sweep trial's
+    configuration has its own)."""
+    return f"{config.profile} {config.study_hash()}"
+
+
 def seed_run_name(config: Config, seed: int) -> str:
-    """A seed's run name: the seed, then the study it belongs to, named as the study's run is
-    (a sweep trial's seeds carry their configuration's own recipe hash)."""
-    return f"seed-{seed} of {config.profile} {config.study_hash()}"
+    """A seed's run name: the seed, then its study."""
+    return f"seed-{seed} of {study_label(config)}"
 
 
 def study_run_id(client: MlflowClient, experiment: str, config: Config) -> str:
@@ -293,7 +298,7 @@ def study_run_id(client: MlflowClient, experiment: str, config: Config) -> str:
     )
     run = client.create_run(
         experiment,
-        run_name=f"study {config.profile} {config.study_hash()}",
+        run_name=f"study {study_label(config)}",
         tags={**context_tags(config), ROLE_TAG: "study", DESCRIPTION_TAG: description},
     )
     recipe = {k: v for k, v in config.flat().items() if not k.startswith("train.seed")}

@@ -22,7 +22,11 @@ from seedvar.files import temporary, write_atomically
 from seedvar.metrics import EvalSet, set_metrics, to_hans_labels
 from seedvar.pretrained import ID2LABEL, load_tokenizer
 from seedvar.study.job import CONFIG, METRICS
-from seedvar.training.device import autocast_dtype, evaluation_device
+from seedvar.training.device import (
+    autocast_dtype,
+    evaluation_device,
+    resolve_eval_precision,
+)
 from seedvar.training.predict import predict_logits
 
 HANS_GROUPS = ("heuristic", "subcase", "template")
@@ -119,7 +123,8 @@ def evaluate_saved(
     with tracking.open_run(
         config, run_name=f"evaluate {model_dir}", tags={"seedvar.model_dir": str(model_dir)}
     ) as run:
-        run.log_params({"model_dir": str(model_dir), **tracking.provenance()})
+        precision = {"eval_precision": resolve_eval_precision(config)}
+        run.log_params({"model_dir": str(model_dir), **precision, **tracking.provenance()})
         if force:  # predictions of an earlier evaluation would be read back, not redone
             shutil.rmtree(output_dir / "predictions", ignore_errors=True)
         output_dir.mkdir(parents=True, exist_ok=True)
