@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from mlflow.tracking import MlflowClient
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -83,3 +84,16 @@ def dvc_environment() -> Iterator[None]:
         patch.delenv("MLFLOW_TRACKING_URI", raising=False)
         patch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
         yield
+
+
+def seed_runs(project: Path, seed: int | None = None) -> list:
+    """The MLflow seed runs of the study in `project` (only seed `seed`'s, when given)."""
+    client = MlflowClient(f"sqlite:///{project}/mlruns/mlflow.db")
+    experiment = client.get_experiment_by_name("seedvar").experiment_id
+    runs = client.search_runs([experiment], "tags.`seedvar.role` = 'seed'")
+    return [run for run in runs if seed is None or seed_name(run) == f"seed-{seed}"]
+
+
+def seed_name(run) -> str:  # noqa: ANN001
+    """`seed-N` of a seed's run name (which goes on with the study it belongs to)."""
+    return run.info.run_name.split(" of ")[0]

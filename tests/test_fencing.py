@@ -17,6 +17,8 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import seed_runs
+
 pytestmark = pytest.mark.slow
 RECIPE = [
     "data.max_train_examples=200",
@@ -40,9 +42,16 @@ except Superseded as error:
 """
 
 
-def attempt() -> subprocess.Popen:
+def attempt(name: str) -> subprocess.Popen:
+    """An attempt at seed 4; its stderr goes to `<name>.err`, which `errors` reads."""
     command = [sys.executable, "-c", ATTEMPT]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    with open(f"{name}.err", "w") as stderr:
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
+
+
+def errors(name: str) -> str:
+    """The end of what attempt `name` wrote to stderr (for a failing assertion's message)."""
+    return Path(f"{name}.err").read_text()[-3000:]
 
 
 def result(output: str) -> dict:
@@ -75,13 +84,13 @@ def checkpoint_step(pattern: str) -> int:
 
 @pytest.mark.parametrize("wakes", ["while its successor trains", "after the seed is published"])
 def test_a_frozen_attempt_that_wakes_stops_without_touching_the_seed(study_dir: Path, wakes):
-    late = attempt()
+    late = attempt("late")
     wait_for(lambda: checkpoint_step("seed-4.partial.*/checkpoints/resume.ckpt") >= 3)
     os.kill(late.pid, signal.SIGSTOP)  # frozen mid-training: no lock, no heartbeat, no exit
     (late_folder,) = Path("runs").glob("seed-4.partial.*")
     late_id = owner(late_folder)
 
-    successor = attempt()
+    successor = attempt("successor")
     taken = lambda: [f for f in Path("runs").glob("seed-4.partial.*") if owner(f) != late_id]  # noqa: E731
     if wakes == "while its successor trains":
         wait_for(lambda: bool(taken()) and not late_folder.exists())
@@ -91,20 +100,22 @@ def test_a_frozen_attempt_that_wakes_stops_without_touching_the_seed(study_dir: 
     os.kill(late.pid, signal.SIGCONT)
 
     late_out, _ = late.communicate(timeout=120)
-    assert late.returncode == 0, late_out
+    assert late.returncode == 0, errors("late")
     assert result(late_out)["status"] == "superseded"
     out, _ = successor.communicate(timeout=240)
-    assert successor.returncode == 0 and result(out)["status"] == "finished"
+    assert successor.returncode == 0, errors("successor")
+    assert result(out)["status"] == "finished"
 
     assert Path("runs/seed-4/metrics.json").is_file()
     assert not list(Path("runs").glob("seed-4.partial*"))  # nothing half-written left behind
     if wakes == "after the seed is published":  # the late attempt touched nothing
         assert {p: p.stat().st_mtime_ns for p in Path("runs/seed-4").rglob("*")} == published
     client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
-    experiment = client.get_experiment_by_name("seedvar").experiment_id
-    (run,) = client.search_runs([experiment], "attributes.run_name LIKE 'seed-4 of %'")
+    (run,) = seed_runs(Path.cwd(), 4)
     assert run.info.status == "FINISHED"  # one run, resumed by the successor, ended once
     assert json.loads(Path("runs/seed-4/run.json").read_text())["run_id"] == run.info.run_id
     assert run.data.tags["seedvar.attempt"] != late_id
     loss = client.get_metric_history(run.info.run_id, "train/loss")
-    assert len({point.step for point in loss}) == len(loss)  # no points from the late attempt
+    # The late attempt checks before each write, so after waking it writes nothing new; a
+    # write already under way when it froze may land: at most one step twice (README).
+    assert len(loss) - len({point.step for point in loss}) <= 1

@@ -16,6 +16,7 @@ from mlflow.tracking import MlflowClient
 
 from seedvar.config import load_config
 from seedvar.study.job import SeedJob
+from tests.conftest import seed_runs
 
 SETTINGS = [
     "data.max_train_examples=800",
@@ -69,8 +70,7 @@ def test_a_killed_seed_resumes_and_equals_an_uninterrupted_run(study_dir: Path):
         )
     assert not Path("cut/seed-4/checkpoints").exists()  # optimizer state is not kept
     client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
-    experiment = client.get_experiment_by_name("seedvar").experiment_id
-    runs = client.search_runs([experiment], "attributes.run_name LIKE 'seed-4 of %'")
+    runs = seed_runs(Path.cwd(), 4)
     assert sorted(run.info.status for run in runs) == ["FINISHED", "FINISHED"]
     assert sum(run.data.tags.get("seedvar.resumed") == "true" for run in runs) == 1
     loss = client.get_metric_history(

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import dvc_project, run_ok, set_params, stages_ran
+from tests.conftest import dvc_project, run_ok, seed_runs, set_params, stages_ran
 
 pytestmark = pytest.mark.slow
 
@@ -100,9 +100,7 @@ def test_a_seed_finished_after_dvc_was_killed_is_reused_not_retrained(project: P
 
     rerun = run_ok("dvc", "repro", cwd=project)
     assert {"seed@0", "aggregate", "report"} <= stages_ran(rerun)
-    client = MlflowClient(f"sqlite:///{project}/mlruns/mlflow.db")
-    experiment = client.get_experiment_by_name("seedvar").experiment_id
-    runs = client.search_runs([experiment], "attributes.run_name LIKE 'seed-0 of %'")
+    runs = seed_runs(project, 0)
     assert [run.info.status for run in runs] == ["FINISHED"]  # trained once, kept on rerun
 
 

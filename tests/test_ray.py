@@ -26,7 +26,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import REPO
+from tests.conftest import REPO, seed_name, seed_runs
 
 pytestmark = pytest.mark.slow
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="pip install -e '.[ray]'")
@@ -103,17 +103,6 @@ def checkpointed(runs: Path, at_least: int) -> Path | None:
         if step >= at_least and attempt_of(checkpoint.parents[1]):
             return checkpoint.parents[1]
     return None
-
-
-def seed_runs(project: Path) -> list:
-    client = MlflowClient(f"sqlite:///{project}/mlruns/mlflow.db")
-    experiment = client.get_experiment_by_name("seedvar").experiment_id
-    return client.search_runs([experiment], "tags.`seedvar.role` = 'seed'")
-
-
-def seed_name(run) -> str:  # noqa: ANN001
-    """`seed-N` of a seed's run name (which goes on with the study it belongs to)."""
-    return run.info.run_name.split(" of ")[0]
 
 
 def assert_each_seed_once(project: Path, seeds: list[int]) -> None:
@@ -234,7 +223,7 @@ def test_a_node_removed_while_its_seed_trains_is_retried_and_counts_once(
     assert f"seed {seed}: attempt {lost['attempt']} on node {node_id[:8]} stopped" in output
     assert "Ray retries the seed, which resumes from its work" in output
     assert_each_seed_once(study_dir, SEEDS)
-    (run,) = [r for r in seed_runs(study_dir) if seed_name(r) == f"seed-{seed}"]
+    (run,) = seed_runs(study_dir, seed)
     assert run.data.tags.get("seedvar.resumed") == "true"  # continued from its checkpoint
     assert_same_predictions(reference[0], study_dir, SEEDS)
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import OFFLINE
+from tests.conftest import OFFLINE, seed_runs
 
 SMOKE = ["--profile", "smoke"]
 
@@ -31,12 +31,6 @@ def one_line_error(done: subprocess.CompletedProcess, message: str) -> None:
     assert last.startswith("seedvar: error: ") and message in last, done.stderr
 
 
-def seed_runs(name: str) -> list:
-    client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
-    experiment = client.get_experiment_by_name("seedvar").experiment_id
-    return client.search_runs([experiment], f"attributes.run_name = '{name}'")
-
-
 @pytest.mark.slow
 def test_a_diverged_seed_fails_and_is_not_published(study_dir: Path):
     done = subprocess.run(
@@ -44,7 +38,7 @@ def test_a_diverged_seed_fails_and_is_not_published(study_dir: Path):
     )
     one_line_error(done, "training diverged: the loss became non-finite at step")
     assert not Path("runs/seed-0").exists()
-    (run,) = seed_runs("seed-0")
+    (run,) = seed_runs(study_dir, 0)
     assert run.info.status == "FAILED"
 
 
@@ -64,7 +58,7 @@ def test_a_seed_killed_while_evaluating_resumes_at_evaluation_in_the_same_run(st
     os.killpg(cut.pid, signal.SIGKILL)
     cut.wait()
     assert not Path("runs/seed-3/metrics.json").exists()
-    (killed,) = seed_runs("seed-3")
+    (killed,) = seed_runs(study_dir, 3)
     client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
     curve = client.get_metric_history(killed.info.run_id, "train/loss")
     written = first_set.stat().st_mtime_ns
@@ -72,7 +66,7 @@ def test_a_seed_killed_while_evaluating_resumes_at_evaluation_in_the_same_run(st
     rerun = subprocess.run(train(*args), capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr
     assert "Epoch 0" not in rerun.stderr  # no training: the saved weights are the checkpoint
-    (run,) = seed_runs("seed-3")  # the same MLflow run, now finished
+    (run,) = seed_runs(study_dir, 3)  # the same MLflow run, now finished
     assert run.info.run_id == killed.info.run_id and run.info.status == "FINISHED"
     assert len(client.get_metric_history(run.info.run_id, "train/loss")) == len(curve)
     finished = Path("runs/seed-3/predictions/mnli_matched.parquet")

@@ -101,20 +101,29 @@ def test_mnli_at_chance_is_inconclusive():
     )
 
 
-def test_too_few_seeds_is_inconclusive_and_states_the_minimum():
-    table = pd.DataFrame(
-        {
-            MNLI_MATCHED: [0.84, 0.842, 0.838, 0.841],
-            **dict.fromkeys(NON_ENTAILED, [0.1, 0.5, 0.3, 0.7]),
-        }
+def four_seeds(hans: list[float]) -> pd.DataFrame:
+    """Four seeds alike on MNLI-m (0.84 +- 0.002), with `hans` on every non-entailed column."""
+    return pd.DataFrame(
+        {MNLI_MATCHED: [0.84, 0.842, 0.838, 0.841], **dict.fromkeys(NON_ENTAILED, hans)}
     )
-    result = verdict(table)
+
+
+def test_too_few_seeds_to_say_does_not_is_inconclusive_and_states_the_minimum():
+    result = verdict(four_seeds([0.30, 0.31, 0.29, 0.30]))
     assert result.outcome == "inconclusive"
     assert result.min_seeds == 10
+    assert not any(test.passes for test in result.tests)
     assert result.reason == (
-        "inconclusive: 4 seeds are too few; detecting a non-entailed seed std of 0.05 with 80% "
-        "power needs at least 10 seeds"
+        "inconclusive: no column passes, and 4 seeds are too few to say it does not: detecting "
+        "a non-entailed seed std of 0.05 with 80% power needs at least 10 seeds"
     )
+
+
+def test_a_spread_that_passes_reproduces_with_fewer_seeds_than_the_power_rule_asks():
+    result = verdict(four_seeds([0.1, 0.5, 0.3, 0.7]))
+    assert result.min_seeds == 10
+    assert result.outcome == "reproduces"
+    assert all(test.seed_std_lower > result.margin for test in result.tests)
 
 
 def test_one_seed_gives_none_with_a_reason_not_nan():
@@ -304,4 +313,6 @@ def test_evaluation_sets_too_small_for_any_number_of_seeds_are_inconclusive():
     )
     result = verdict(table, tiny)
     assert result.outcome == "inconclusive" and result.min_seeds is None
-    assert result.reason.startswith("inconclusive: the evaluation sets are too small")
+    assert result.reason.startswith(
+        "inconclusive: no column passes, and the evaluation sets are too small"
+    )

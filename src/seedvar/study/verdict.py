@@ -297,12 +297,14 @@ def verdict(
 ) -> Verdict:
     """Decide whether one study (a seeds table, one row per seed) reproduces the paper.
 
-    Inconclusive, in this order: a seed predicts one class on >= ONE_CLASS_SHARE of a set
-    (`prediction_shares`: per set, the share of each seed's most frequent predicted class, in
-    row order); mean MNLI-m accuracy within CHANCE_BAND of chance; fewer seeds than
-    `minimum_seeds` for the study's evaluation noise. Then "reproduces" when some non-entailed
-    column's one-sided lower bound of its seed std exceeds the margin
-    max(STD_RATIO x upper bound of MNLI-m's seed std, STD_FLOOR); else "does not reproduce".
+    Inconclusive first when the study cannot answer at all: a seed predicts one class on
+    >= ONE_CLASS_SHARE of a set (`prediction_shares`: per set, the share of each seed's most
+    frequent predicted class, in row order), or mean MNLI-m accuracy lies within CHANCE_BAND of
+    chance. Then "reproduces" when some non-entailed column's one-sided lower bound of its seed
+    std exceeds the margin max(STD_RATIO x upper bound of MNLI-m's seed std, STD_FLOOR): the
+    test holds its alpha at any number of seeds. Otherwise "does not reproduce" only with at
+    least `minimum_seeds` seeds (the power to see an effect had there been one); with fewer,
+    inconclusive.
 
     The bounds are chi-square bounds at alpha / 4 each (Bonferroni over the 3 non-entailed lower
     bounds and MNLI-m's upper bound), so under the null no column's true seed std exceeds
@@ -343,19 +345,6 @@ def verdict(
             f"inconclusive: mean MNLI-m accuracy {mnli_mean:.3f} is within "
             f"{CHANCE_BAND * 100:.0f} points of chance (1/3)",
         )
-    if min_k is None:
-        return decided(
-            "inconclusive",
-            f"inconclusive: the evaluation sets are too small: their noise alone keeps the test "
-            f"from detecting a non-entailed seed std of {DESIGN_SEED_STD} with "
-            f"{DESIGN_POWER:.0%} power with up to {MAX_SEEDS} seeds",
-        )
-    if k < min_k or margin is None:  # min_k >= 2, so margin is set past this point
-        return decided(
-            "inconclusive",
-            f"inconclusive: {k} seeds are too few; detecting a non-entailed seed std of "
-            f"{DESIGN_SEED_STD} with {DESIGN_POWER:.0%} power needs at least {min_k} seeds",
-        )
     passed = [test for test in tests if test.passes]
     if passed:
         bounds = ", ".join(f"{t.column} {t.seed_std_lower:.3f}" for t in passed)
@@ -364,6 +353,20 @@ def verdict(
             f"reproduces: the seed-std lower bound of {bounds} exceeds the margin {margin:.3f} "
             f"({STD_RATIO:g} x MNLI-m's seed-std upper bound, at least {STD_FLOOR}) "
             f"at family-wise alpha {alpha}",
+        )
+    if min_k is None:
+        return decided(
+            "inconclusive",
+            f"inconclusive: no column passes, and the evaluation sets are too small to say it "
+            f"does not: their noise alone keeps the test from detecting a non-entailed seed std "
+            f"of {DESIGN_SEED_STD} with {DESIGN_POWER:.0%} power with up to {MAX_SEEDS} seeds",
+        )
+    if k < min_k or margin is None:  # min_k >= 2, so margin is set past this point
+        return decided(
+            "inconclusive",
+            f"inconclusive: no column passes, and {k} seeds are too few to say it does not: "
+            f"detecting a non-entailed seed std of {DESIGN_SEED_STD} with {DESIGN_POWER:.0%} "
+            f"power needs at least {min_k} seeds",
         )
     best = max(tests, key=lambda test: test.seed_std_lower)
     return decided(
