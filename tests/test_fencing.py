@@ -1,6 +1,8 @@
 """Exactly-once without locks: an attempt frozen mid-training is taken over by a new attempt;
 when it wakes, it stops without touching the seed's folder or its MLflow run. Real processes,
-real files, no lock (as Ray tasks run them: `run_seed(..., exclusive=False)`)."""
+real files, no lock (as Ray tasks run them: `run_seed(..., exclusive=False)`), and a real MLflow
+tracking server, as a cluster has: with the SQLite store written directly, an attempt frozen
+inside a write would hold the database's write lock and fail every other writer (README)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,12 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +45,39 @@ try:
 except Superseded as error:
     print("RESULT", json.dumps({{"status": "superseded", "error": str(error)}}))
 """
+
+
+@pytest.fixture
+def tracking_server(study_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """`mlflow server` on the study's SQLite store (mlruns/mlflow.db, which the test reads), as
+    MLFLOW_TRACKING_URI of the attempts."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (study_dir / "mlruns").mkdir()
+    mlflow = Path(sys.executable).with_name("mlflow")
+    server = subprocess.Popen(
+        [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+        + ["--backend-store-uri", f"sqlite:///{study_dir}/mlruns/mlflow.db"]
+        + ["--artifacts-destination", str(study_dir / "mlartifacts")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_for(lambda: answers(f"{url}/health"), timeout=120)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
+    yield url
+    os.killpg(server.pid, signal.SIGTERM)
+    server.wait(timeout=60)
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
 
 
 def attempt(name: str) -> subprocess.Popen:
@@ -83,7 +121,9 @@ def checkpoint_step(pattern: str) -> int:
 
 
 @pytest.mark.parametrize("wakes", ["while its successor trains", "after the seed is published"])
-def test_a_frozen_attempt_that_wakes_stops_without_touching_the_seed(study_dir: Path, wakes):
+def test_a_frozen_attempt_that_wakes_stops_without_touching_the_seed(
+    study_dir: Path, tracking_server: str, wakes: str
+):
     late = attempt("late")
     wait_for(lambda: checkpoint_step("seed-4.partial.*/checkpoints/resume.ckpt") >= 3)
     os.kill(late.pid, signal.SIGSTOP)  # frozen mid-training: no lock, no heartbeat, no exit
