@@ -26,6 +26,7 @@ from mlflow.entities import (
     Param,
     RunStatus,
 )
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from seedvar.config import Config, TrackingConfig
@@ -33,6 +34,7 @@ from seedvar.errors import TrackingError
 from seedvar.metrics import mlflow_key
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
+DATASET_ATTEMPTS = 3  # log_inputs tries: a race with a seed logging the same sets loses once
 DEFAULT_ARTIFACT_ROOT = Path("mlruns/artifacts")
 PACKAGES = ("seedvar", "torch", "transformers", "lightning", "datasets", "mlflow")
 PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch call
@@ -170,7 +172,17 @@ class TrackedRun:
             )
             use = DATA_CONTEXT.get(name, "evaluation")
             inputs.append(DatasetInput(dataset, [InputTag("mlflow.data.context", use)]))
-        self.client.log_inputs(self.run_id, datasets=inputs)
+        for attempt in range(DATASET_ATTEMPTS):
+            try:
+                self.client.log_inputs(self.run_id, datasets=inputs)
+                return
+            except MlflowException as error:
+                # Seeds that start together race to add the same dataset to the experiment
+                # (MLflow looks it up, then inserts it): the loser's insert breaks the unique
+                # key and rolls back; again, it finds the winner's dataset and reuses it.
+                if attempt + 1 == DATASET_ATTEMPTS or not _duplicate_key(error):
+                    raise
+                time.sleep(0.2 * (attempt + 1))
 
     def log_weights(self, model_dir: Path, published: Path, upload: bool) -> str:
         """A logged model for the run (the Models column) pointing at the folder the weights
@@ -249,6 +261,12 @@ class RunLogger(MLFlowLogger):
 
     def finalize(self, status: str = "success") -> None:
         """Leave the run open: evaluation and publishing still follow training."""
+
+
+def _duplicate_key(error: MlflowException) -> bool:
+    """Whether the store refused a row whose unique key exists (SQLite or PostgreSQL)."""
+    message = str(error).lower()
+    return "unique constraint" in message or "duplicate key" in message
 
 
 def open_store(config: Config) -> tuple[MlflowClient, str]:
