@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,11 @@ from mlflow.tracking import MlflowClient
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 OFFLINE = REPO / "data" / "offline"
+
+# Every command a test starts has a timeout (seconds), several times what it needs on 2 busy
+# cores, so that a hung command fails its test instead of holding the suite.
+QUICK = 120  # a command that stops at an error before any work; git and dvc bookkeeping
+STUDY = 600  # a command that trains: a smoke seed, a smoke `dvc repro`, a smoke sweep
 
 
 @pytest.fixture
@@ -37,11 +44,86 @@ def postgres_url() -> Iterator[str]:
         yield url
 
 
-def run_ok(*command: str, cwd: Path) -> str:
-    """Run a command; fail the test with its output unless it exits 0."""
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+def run_command(
+    command: Sequence[str], *, timeout: float, **options: object
+) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(command, capture_output=True, text=True, timeout=timeout)`, except that
+    past the timeout (or on Ctrl-C) it kills the command and every process it started (a
+    `dvc repro`'s `seedvar train`, say), and a timeout fails the test with what it printed."""
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **options,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stdout, stderr = _kill(process)
+        pytest.fail(f"{list(command)} still running after {timeout} s:\n{stdout}\n{stderr}")
+    except BaseException:
+        _kill(process)
+        raise
+    return subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
+
+
+def _kill(process: subprocess.Popen) -> tuple[str, str]:
+    """Kill a command started by `run_command` with everything it started; what it had printed."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    try:
+        return process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # a process that left the group holds its pipes
+        process.kill()
+        return "", ""
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., subprocess.Popen]]:
+    """`spawn(command, **options)`: `subprocess.Popen` in a session of its own, for a test
+    that interrupts a command (it bounds its own waits). Whatever is left of it when the test
+    ends, failed or not, is killed with everything it started: nothing outlives its test."""
+    started: list[subprocess.Popen] = []
+
+    def start(command: Sequence[str], **options: object) -> subprocess.Popen:
+        started.append(subprocess.Popen(command, start_new_session=True, **options))
+        return started[-1]
+
+    yield start
+    for process in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=QUICK)
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def run_ok(*command: str, cwd: Path, timeout: float = STUDY) -> str:
+    """Run a command; fail the test with its output unless it exits 0 within `timeout` s."""
+    done = run_command(command, cwd=cwd, timeout=timeout)
     assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout + done.stderr
+
+
+def committed(relative: str) -> str:
+    """A file of the repo as committed (HEAD), not as the checkout has it now: `dvc exp run -S
+    profile=...` rewrites params.yaml, and a test must not run what a user last ran. The file
+    itself only where the repo is not a git checkout (or the file is not committed)."""
+    try:
+        shown = subprocess.run(
+            ["git", "-C", str(REPO), "show", f"HEAD:./{relative}"],
+            capture_output=True,
+            text=True,
+            timeout=QUICK,
+        )
+    except OSError:  # no git
+        shown = None
+    if shown is None or shown.returncode != 0:
+        return (REPO / relative).read_text()
+    return shown.stdout
 
 
 def set_params(project: Path, **values: object) -> None:
@@ -58,14 +140,15 @@ def stages_ran(output: str) -> set[str]:
 
 def dvc_project(path: Path, **params: object) -> Path:
     """A git + DVC repository at `path` holding the pipeline, its sources, the offline data
-    and the repo's DVC config and plot templates, with `params` set in params.yaml."""
+    and the repo's DVC config and plot templates, with the committed params.yaml (see
+    `committed`) and `params` set in it."""
     shutil.copytree(REPO / "src", path / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "data" / "offline", path / "data" / "offline")
     shutil.copy(REPO / "dvc.yaml", path)
-    shutil.copy(REPO / "params.yaml", path)
+    (path / "params.yaml").write_text(committed("params.yaml"))
     set_params(path, **params)
-    run_ok("git", "init", "-q", cwd=path)
-    run_ok("dvc", "init", "-q", cwd=path)
+    run_ok("git", "init", "-q", cwd=path, timeout=QUICK)
+    run_ok("dvc", "init", "-q", cwd=path, timeout=QUICK)
     shutil.copy(REPO / ".dvc" / "config", path / ".dvc" / "config")
     shutil.copytree(REPO / ".dvc" / "plots", path / ".dvc" / "plots")
     commit(path, "init")
@@ -73,8 +156,9 @@ def dvc_project(path: Path, **params: object) -> Path:
 
 
 def commit(path: Path, message: str) -> None:
-    run_ok("git", "add", "-A", cwd=path)
-    run_ok("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message, cwd=path)
+    run_ok("git", "add", "-A", cwd=path, timeout=QUICK)
+    git = ("git", "-c", "user.name=t", "-c", "user.email=t@t")
+    run_ok(*git, "commit", "-qm", message, cwd=path, timeout=QUICK)
 
 
 @pytest.fixture(scope="module")

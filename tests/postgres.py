@@ -41,8 +41,10 @@ def postgres_server() -> Iterator[str]:
         shutil.chown(root, "postgres", "postgres")
     data, port = root / "data", _free_port()
 
-    def run(command: list[str]) -> None:
-        subprocess.run(_as_postgres(command), check=True, capture_output=True, text=True)
+    def run(command: list[str]) -> None:  # each of these takes a few seconds at most
+        subprocess.run(
+            _as_postgres(command), check=True, capture_output=True, text=True, timeout=120
+        )
 
     run([_bin("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"])
     options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"

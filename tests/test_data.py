@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import urllib.error
 from pathlib import Path
@@ -17,7 +16,7 @@ from seedvar.data.tokenized import tokenize_cached
 from seedvar.errors import DataError
 from seedvar.pretrained import load_tokenizer
 from seedvar.training.datamodule import PadToLongest
-from tests.conftest import FIXTURES, OFFLINE
+from tests.conftest import FIXTURES, OFFLINE, QUICK, run_command
 
 MNLI_COLUMNS = ["id", "premise", "hypothesis", "label"]
 
@@ -140,11 +139,10 @@ def test_truncated_parquet(tmp_path: Path):
 def test_hub_mnli_without_network_names_the_offline_data():
     """Real datasets hub call, in offline mode (the hub cannot be reached here anyway)."""
     code = "from seedvar.data.mnli import load_mnli; load_mnli('hub', 'train')"
-    done = subprocess.run(
+    done = run_command(
         [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
         env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+        timeout=QUICK,
     )
     assert done.returncode != 0
     assert (

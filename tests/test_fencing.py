@@ -22,7 +22,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import seed_runs
+from tests.conftest import QUICK, seed_runs
 
 pytestmark = pytest.mark.slow
 RECIPE = [
@@ -48,7 +48,7 @@ except Superseded as error:
 
 
 @pytest.fixture
-def tracking_server(study_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def tracking_server(study_dir: Path, monkeypatch: pytest.MonkeyPatch, spawn) -> Iterator[str]:
     """`mlflow server` on the study's SQLite store (mlruns/mlflow.db, which the test reads), as
     MLFLOW_TRACKING_URI of the attempts."""
     with socket.socket() as probe:
@@ -56,20 +56,19 @@ def tracking_server(study_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
         port = probe.getsockname()[1]
     (study_dir / "mlruns").mkdir()
     mlflow = Path(sys.executable).with_name("mlflow")
-    server = subprocess.Popen(
+    server = spawn(
         [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
         + ["--backend-store-uri", f"sqlite:///{study_dir}/mlruns/mlflow.db"]
         + ["--artifacts-destination", str(study_dir / "mlartifacts")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     wait_for(lambda: answers(f"{url}/health"), timeout=120)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
     yield url
     os.killpg(server.pid, signal.SIGTERM)
-    server.wait(timeout=60)
+    server.wait(timeout=QUICK)
 
 
 def answers(url: str) -> bool:
@@ -80,11 +79,11 @@ def answers(url: str) -> bool:
         return False
 
 
-def attempt(name: str) -> subprocess.Popen:
+def attempt(spawn, name: str) -> subprocess.Popen:  # noqa: ANN001 (the `spawn` fixture)
     """An attempt at seed 4; its stderr goes to `<name>.err`, which `errors` reads."""
     command = [sys.executable, "-c", ATTEMPT]
     with open(f"{name}.err", "w") as stderr:
-        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        return spawn(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
 
 
 def errors(name: str) -> str:
@@ -122,15 +121,15 @@ def checkpoint_step(pattern: str) -> int:
 
 @pytest.mark.parametrize("wakes", ["while its successor trains", "after the seed is published"])
 def test_a_frozen_attempt_that_wakes_stops_without_touching_the_seed(
-    study_dir: Path, tracking_server: str, wakes: str
+    study_dir: Path, tracking_server: str, wakes: str, spawn
 ):
-    late = attempt("late")
+    late = attempt(spawn, "late")
     wait_for(lambda: checkpoint_step("seed-4.partial.*/checkpoints/resume.ckpt") >= 3)
     os.kill(late.pid, signal.SIGSTOP)  # frozen mid-training: no lock, no heartbeat, no exit
     (late_folder,) = Path("runs").glob("seed-4.partial.*")
     late_id = owner(late_folder)
 
-    successor = attempt("successor")
+    successor = attempt(spawn, "successor")
     taken = lambda: [f for f in Path("runs").glob("seed-4.partial.*") if owner(f) != late_id]  # noqa: E731
     if wakes == "while its successor trains":
         wait_for(lambda: bool(taken()) and not late_folder.exists())

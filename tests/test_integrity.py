@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 
 from seedvar.config import load_config
 from seedvar.study.job import SeedJob
-from tests.conftest import seed_runs
+from tests.conftest import QUICK, STUDY, run_command, seed_runs
 
 SETTINGS = [
     "data.max_train_examples=800",
@@ -45,24 +45,22 @@ def wait_for(condition, process: subprocess.Popen, timeout: float = 120) -> None
 
 
 @pytest.mark.slow
-def test_a_killed_seed_resumes_and_equals_an_uninterrupted_run(study_dir: Path):
-    whole = subprocess.run(train("--seed", "4", "--set", "output_dir=whole"), capture_output=True)
-    assert whole.returncode == 0
+def test_a_killed_seed_resumes_and_equals_an_uninterrupted_run(study_dir: Path, spawn):
+    whole = run_command(train("--seed", "4", "--set", "output_dir=whole"), timeout=STUDY)
+    assert whole.returncode == 0, whole.stderr
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    cut = subprocess.Popen(
-        train("--seed", "4", "--set", "output_dir=cut"), start_new_session=True, **quiet
-    )
+    cut = spawn(train("--seed", "4", "--set", "output_dir=cut"), **quiet)
 
     def checkpoint() -> Path:
         return next(Path("cut").glob("seed-4.partial*/checkpoints/resume.ckpt"), Path("none"))
 
     wait_for(lambda: checkpoint().is_file() and _step(checkpoint()) >= 9, cut)
     os.killpg(cut.pid, signal.SIGKILL)
-    cut.wait()
+    cut.wait(timeout=QUICK)
     assert 9 <= _step(checkpoint()) < 100 and not Path("cut/seed-4").exists()
 
-    resumed = subprocess.run(train("--seed", "4", "--set", "output_dir=cut"), capture_output=True)
-    assert resumed.returncode == 0
+    resumed = run_command(train("--seed", "4", "--set", "output_dir=cut"), timeout=STUDY)
+    assert resumed.returncode == 0, resumed.stderr
     for name in ("mnli_matched", "mnli_mismatched", "hans"):
         pd.testing.assert_frame_equal(
             pd.read_parquet(f"whole/seed-4/predictions/{name}.parquet"),
@@ -83,13 +81,13 @@ def test_a_killed_seed_resumes_and_equals_an_uninterrupted_run(study_dir: Path):
 def test_two_processes_cannot_train_the_same_seed(study_dir: Path):
     config = load_config(None, [*SETTINGS, "train.seed=6"], profile="smoke")
     with SeedJob.of(config).locked():  # this process is training seed 6 ...
-        second = subprocess.run(train("--seed", "6"), capture_output=True, text=True)
+        second = run_command(train("--seed", "6"), timeout=QUICK)
     assert second.returncode == 2  # ... so another one stops at once
     assert "seed 6 is being trained by another process" in second.stderr
     assert not list(Path("runs").glob("seed-6.partial*"))
-    first = subprocess.run(train("--seed", "6"), capture_output=True, text=True)
+    first = run_command(train("--seed", "6"), timeout=STUDY)
     assert first.returncode == 0 and Path("runs/seed-6/metrics.json").is_file()
-    again = subprocess.run(train("--seed", "6"), capture_output=True, text=True)
+    again = run_command(train("--seed", "6"), timeout=QUICK)
     assert again.returncode == 2 and "already finished" in again.stderr  # never retrained
 
 
@@ -104,18 +102,17 @@ def test_two_processes_cannot_train_the_same_seed(study_dir: Path):
         (["--set", "data.hans=data/offline/README.md"], "unknown format '.md'"),
     ],
 )
-def test_bad_input_stops_in_seconds_with_one_line(study_dir: Path, args, message):
-    started = time.monotonic()
-    done = subprocess.run(train("--seed", "1", *args), capture_output=True, text=True)
+def test_bad_input_stops_before_any_work_with_one_line(study_dir: Path, args, message):
+    done = run_command(train("--seed", "1", *args), timeout=QUICK)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
-    assert time.monotonic() - started < 60 and not list(Path("runs").glob("seed-1.partial*"))
+    assert not Path("runs").exists() and not Path("mlruns").exists()  # no seed, no run begun
 
 
-def test_unreachable_study_database_fails_fast(study_dir: Path):
-    started = time.monotonic()
+def test_unreachable_study_database_stops_before_any_trial(study_dir: Path):
     sweep = [sys.executable, "-m", "seedvar.cli", "sweep", "--profile", "smoke"]
     storage = ["--set", "sweep.storage=postgresql://postgres@127.0.0.1:9/nothing"]
-    done = subprocess.run([*sweep, *storage], capture_output=True, text=True)
-    assert done.returncode == 2 and "cannot open the study storage" in done.stderr
-    assert time.monotonic() - started < 30
+    done = run_command([*sweep, *storage], timeout=QUICK)
+    assert done.returncode == 2 and "cannot open the study storage" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not Path("sweeps").exists() and not Path("mlruns").exists()  # no trial begun

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import OFFLINE, seed_runs
+from tests.conftest import OFFLINE, QUICK, STUDY, run_command, seed_runs
 
 SMOKE = ["--profile", "smoke"]
 
@@ -33,9 +33,7 @@ def one_line_error(done: subprocess.CompletedProcess, message: str) -> None:
 
 @pytest.mark.slow
 def test_a_diverged_seed_fails_and_is_not_published(study_dir: Path):
-    done = subprocess.run(
-        train("--seed", "0", "--set", "train.learning_rate=1e4"), capture_output=True, text=True
-    )
+    done = run_command(train("--seed", "0", "--set", "train.learning_rate=1e4"), timeout=STUDY)
     one_line_error(done, "training diverged: the loss became non-finite at step")
     assert not Path("runs/seed-0").exists()
     (run,) = seed_runs(study_dir, 0)
@@ -43,11 +41,11 @@ def test_a_diverged_seed_fails_and_is_not_published(study_dir: Path):
 
 
 @pytest.mark.slow
-def test_a_seed_killed_while_evaluating_resumes_at_evaluation_in_the_same_run(study_dir: Path):
+def test_a_seed_killed_while_evaluating_resumes_at_evaluation_in_the_same_run(
+    study_dir: Path, spawn
+):
     args = ("--seed", "3", "--set", "data.max_eval_examples=3000")
-    cut = subprocess.Popen(
-        train(*args), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    cut = spawn(train(*args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
     while not (
         first_sets := list(Path("runs").glob("seed-3.partial*/predictions/mnli_m*.parquet"))
@@ -56,14 +54,14 @@ def test_a_seed_killed_while_evaluating_resumes_at_evaluation_in_the_same_run(st
         time.sleep(0.02)
     (first_set,) = first_sets
     os.killpg(cut.pid, signal.SIGKILL)
-    cut.wait()
+    cut.wait(timeout=QUICK)
     assert not Path("runs/seed-3/metrics.json").exists()
     (killed,) = seed_runs(study_dir, 3)
     client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")
     curve = client.get_metric_history(killed.info.run_id, "train/loss")
     written = first_set.stat().st_mtime_ns
 
-    rerun = subprocess.run(train(*args), capture_output=True, text=True)
+    rerun = run_command(train(*args), timeout=STUDY)
     assert rerun.returncode == 0, rerun.stderr
     assert "Epoch 0" not in rerun.stderr  # no training: the saved weights are the checkpoint
     (run,) = seed_runs(study_dir, 3)  # the same MLflow run, now finished
@@ -91,9 +89,7 @@ def _broken_copy(name: str, change) -> str:  # noqa: ANN001 (a frame -> frame fu
 )
 def test_odd_data_stops_before_training_with_one_line(study_dir: Path, change, message):
     hans = _broken_copy("hans.parquet", change)
-    done = subprocess.run(
-        train("--seed", "1", "--set", f"data.hans={hans}"), capture_output=True, text=True
-    )
+    done = run_command(train("--seed", "1", "--set", f"data.hans={hans}"), timeout=QUICK)
     one_line_error(done, message)
     assert not list(Path("runs").glob("seed-1.partial*"))
 
@@ -103,29 +99,27 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 6 MiB tmpfs: room for a seed's small files, not for its checkpoint."""
     mount = tmp_path / "small"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)])
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)], timeout=QUICK
+    )
     if done.returncode != 0:
         pytest.skip("mounting a tmpfs needs root (CI runs as root)")
     yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=True)
+    subprocess.run(["umount", "-l", str(mount)], check=True, timeout=QUICK)
 
 
 @pytest.mark.slow
 def test_a_full_disk_is_one_line_and_the_seed_resumes(study_dir: Path, small_disk: Path):
     args = ("--seed", "2", "--set", f"output_dir={small_disk}/runs")
-    done = subprocess.run(
-        train(*args, "--set", "train.checkpoint_every_n_steps=2"), capture_output=True, text=True
-    )
+    done = run_command(train(*args, "--set", "train.checkpoint_every_n_steps=2"), timeout=STUDY)
     one_line_error(done, f"the disk of {small_disk}/runs has no space left")
     assert "run the same command again" in done.stderr
     assert not (small_disk / "runs" / "seed-2").exists()
 
 
 def test_a_read_only_output_dir_is_refused_before_any_work(study_dir: Path, small_disk: Path):
-    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
-    done = subprocess.run(
-        train("--seed", "2", "--set", f"output_dir={small_disk}/runs"),
-        capture_output=True,
-        text=True,
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True, timeout=QUICK)
+    done = run_command(
+        train("--seed", "2", "--set", f"output_dir={small_disk}/runs"), timeout=QUICK
     )
     one_line_error(done, f"cannot write to output_dir {small_disk}/runs")

@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 from seedvar.config import load_config
 from seedvar.sweep.report import write_sweep_outputs
 from seedvar.sweep.study import run_sweep
+from tests.conftest import QUICK, STUDY, run_command
 
 pytestmark = pytest.mark.slow
 SPACE = (
@@ -110,7 +111,7 @@ def test_multi_objective_mode_returns_a_pareto_front(study_dir: Path):
         )
 
 
-def test_interrupted_sweep_resumes_and_retries_the_dead_trial(study_dir: Path):
+def test_interrupted_sweep_resumes_and_retries_the_dead_trial(study_dir: Path, spawn):
     command = [
         sys.executable,
         "-m",
@@ -124,9 +125,7 @@ def test_interrupted_sweep_resumes_and_retries_the_dead_trial(study_dir: Path):
         "--set",
         "sweep.pruner=none",
     ]
-    sweep = subprocess.Popen(
-        command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    sweep = spawn(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
     while True:  # wait until trial 1 is training its first seed, then kill the sweep
         assert sweep.poll() is None and time.monotonic() < deadline
@@ -137,10 +136,10 @@ def test_interrupted_sweep_resumes_and_retries_the_dead_trial(study_dir: Path):
             break
         time.sleep(0.2)
     os.killpg(sweep.pid, signal.SIGKILL)
-    sweep.wait()
+    sweep.wait(timeout=QUICK)
     time.sleep(3)  # past the heartbeat grace period: the dead trial is stale
 
-    resumed = subprocess.run(command, capture_output=True, text=True)
+    resumed = run_command(command, timeout=STUDY)
     assert resumed.returncode == 0, resumed.stderr
     study = optuna.load_study(study_name="seedvar-sweep", storage=STORAGE)
     states = [trial.state.name for trial in study.trials]

@@ -1,4 +1,5 @@
-"""`seedvar` command line: parse, resolve the config, call one library function, print."""
+"""seedvar: seed-variance studies of fine-tuned models (do seeds that score alike generalize
+alike?). Each command works on the study of params.yaml; `seedvar config` shows it."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import yaml
 
 from seedvar import __version__
 from seedvar.config import Config, load_config, profile_names
-from seedvar.errors import SeedvarError
-from seedvar.hub import require_hub
+from seedvar.errors import ConfigError, SeedvarError
 from seedvar.metrics import HEADLINE_COLUMNS
+from seedvar.preflight import preflight
+
+DEFAULT_PARAMS = Path("params.yaml")
 
 
 def _path_option(parser: argparse.ArgumentParser, flag: str, default: str, what: str) -> None:
@@ -21,7 +24,7 @@ def _path_option(parser: argparse.ArgumentParser, flag: str, default: str, what:
 
 
 def _config_arguments(parser: argparse.ArgumentParser) -> None:
-    _path_option(parser, "--params", "params.yaml", "params file; a missing one means defaults")
+    _path_option(parser, "--params", str(DEFAULT_PARAMS), "params file (without one: defaults)")
     parser.add_argument(
         "--profile",
         choices=profile_names(),
@@ -100,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace, *extra: str) -> Config:
+    """The command's config; a --params file that does not exist is an error (only the
+    default params.yaml may be absent: then the defaults apply)."""
+    if args.params != DEFAULT_PARAMS and not args.params.exists():
+        raise ConfigError(f"--params {args.params}: no such file; give an existing params file")
     return load_config(args.params, [*args.overrides, *extra], args.profile)
 
 
@@ -115,20 +122,20 @@ def _show_config(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace) -> int:
+    config = _config(args)
+    preflight(config)
     from seedvar.data.prepared import build_inputs, save_inputs
 
-    config = _config(args)
-    require_hub(config)
     save_inputs(build_inputs(config), config, args.output)
     print(f"prepared sets written to {args.output}")
     return 0
 
 
 def _train(args: argparse.Namespace) -> int:
+    config = _config(args, *([f"train.seed={args.seed}"] if args.seed is not None else []))
+    preflight(config, data=args.prepared is None)
     from seedvar.study.seed import run_seed
 
-    config = _config(args, *([f"train.seed={args.seed}"] if args.seed is not None else []))
-    require_hub(config, data=args.prepared is None)
     result = run_seed(config, force=args.force, prepared=args.prepared, reuse=args.reuse)
     print(
         f"seed {config.train.seed} finished in {result.wall_seconds:.0f} s: "
@@ -139,11 +146,11 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from seedvar.study.evaluate import evaluate_saved
-
     output = args.output or args.model_dir.parent / "evaluation"
     config = _config(args)
-    require_hub(config, model=False)  # the weights come from MODEL_DIR
+    preflight(config, model=False)  # the weights come from MODEL_DIR
+    from seedvar.study.evaluate import evaluate_saved
+
     metrics = evaluate_saved(config, args.model_dir, output, force=args.force)
     print(f"evaluation written to {output}")
     _print_summary(metrics)
@@ -151,37 +158,48 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _aggregate(args: argparse.Namespace) -> int:
+    config = _config(args)
     from seedvar.study.aggregate import aggregate
 
-    config = _config(args)
     aggregate(config, Path(config.output_dir), args.results)
-    print(f"{len(config.seeds)} seeds aggregated into {args.results}")
+    seeds = f"{len(config.seeds)} seed" + ("s" if len(config.seeds) > 1 else "")
+    print(f"{seeds} aggregated into {args.results}")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
     from seedvar.study.report import report_study
+    from seedvar.tracking import runs_table_url, ui_command
 
-    written, run_id = report_study(_config(args), args.results, args.output)
+    config = _config(args)
+    written, run_id = report_study(config, args.results, args.output)
     print(
         f"report written to {args.output / 'report.html'} ({len(written)} files); "
         f"logged on MLflow study run {run_id}"
     )
+    print(f"MLflow runs table: {runs_table_url(config)}")
+    command = ui_command(config)
+    if command:
+        print(f"  (start the UI first: {command})")
     return 0
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    config = _config(args, *([f"sweep.n_trials={args.trials}"] if args.trials else []))
+    preflight(config)
     from seedvar.sweep.report import write_sweep_outputs
     from seedvar.sweep.study import run_sweep
 
-    config = _config(args, *([f"sweep.n_trials={args.trials}"] if args.trials else []))
-    require_hub(config)
-    if args.ray:
-        from seedvar.scale.ray_sweep import run_sweep_on_ray
+    try:
+        if args.ray:
+            from seedvar.scale.ray_sweep import run_sweep_on_ray
 
-        study = run_sweep_on_ray(config, echo=_echo)
-    else:
-        study = run_sweep(config)
+            study = run_sweep_on_ray(config, echo=_echo)
+        else:
+            study = run_sweep(config)
+    except KeyboardInterrupt:  # the trial is failed (Optuna retries it), its runs KILLED
+        print("seedvar sweep: interrupted; run the same command to resume", file=sys.stderr)
+        return 130
     written = write_sweep_outputs(study, args.output)
     print(
         f"sweep {study.study_name}: {len(study.trials)} trials in {config.sweep.storage}; "
@@ -195,9 +213,10 @@ def _echo(line: str) -> None:
 
 
 def _launch(args: argparse.Namespace) -> int:
+    config = _config(args)
+    preflight(config, data=args.prepared is None)
     from seedvar.scale.launch import launch
 
-    config = _config(args)
     try:
         report = launch(config, prepared=args.prepared, force=args.force, echo=_echo)
     except KeyboardInterrupt:

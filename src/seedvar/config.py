@@ -7,6 +7,7 @@ on; the classes here say only what each setting may be.
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 from pathlib import Path
@@ -33,6 +34,10 @@ DEFAULTS = PROFILES_DIR / "defaults.yaml"
 
 Finite = Annotated[float, AllowInfNan(False)]  # .inf and .nan are typos, not settings
 
+# A field's place in the recipe (what decides a seed's result), marked on the field itself:
+OUTSIDE_RECIPE = {"recipe": "no"}  # where a study runs, is cached and logged
+PER_SEED = {"recipe": "seed"}  # part of one seed's recipe, not of the study's
+
 
 class Section(BaseModel):
     """A config section: unknown keys are errors."""
@@ -55,14 +60,20 @@ class DataConfig(Section):
     max_train_examples: StrictInt | None = Field(gt=0)
     max_val_examples: StrictInt | None = Field(gt=0)
     max_eval_examples: StrictInt | None = Field(gt=0)
-    cache_dir: str
-    reference_runs: str
+    cache_dir: str = Field(json_schema_extra=OUTSIDE_RECIPE)
+    reference_runs: str = Field(json_schema_extra=OUTSIDE_RECIPE)
+
+    def sources(self) -> dict[str, str]:
+        """The data sources the study reads ("hub", a URL or a file), by setting."""
+        keys = ["mnli_train", "mnli_validation_matched", "mnli_validation_mismatched", "hans"]
+        keys += ["hans_train"] if self.hans_train_examples else []
+        return {key: getattr(self, key) for key in keys}
 
 
 class TrainConfig(Section):
-    seed: StrictInt = Field(ge=0)
-    init_seed: StrictInt | None = Field(ge=0)
-    data_seed: StrictInt | None = Field(ge=0)
+    seed: StrictInt = Field(ge=0, json_schema_extra=PER_SEED)
+    init_seed: StrictInt | None = Field(ge=0, json_schema_extra=PER_SEED)
+    data_seed: StrictInt | None = Field(ge=0, json_schema_extra=PER_SEED)
     learning_rate: Finite = Field(gt=0)
     batch_size: StrictInt = Field(gt=0)
     epochs: StrictInt = Field(gt=0)
@@ -76,8 +87,8 @@ class TrainConfig(Section):
     eval_batch_size: StrictInt = Field(gt=0)
     eval_precision: Literal["auto", "32", "bf16", "16"]
     compile: StrictBool
-    log_every_n_steps: StrictInt = Field(gt=0)
-    checkpoint_every_n_steps: StrictInt = Field(gt=0)
+    log_every_n_steps: StrictInt = Field(gt=0, json_schema_extra=OUTSIDE_RECIPE)
+    checkpoint_every_n_steps: StrictInt = Field(gt=0, json_schema_extra=OUTSIDE_RECIPE)
 
     @property
     def effective_init_seed(self) -> int:
@@ -100,10 +111,10 @@ class TrackingConfig(Section):
 class SearchRange(Section):
     """One hyperparameter's range: low/high (ints give integers; `log`, `step`), or choices."""
 
-    low: float | None = None
-    high: float | None = None
+    low: int | float | None = None  # an int stays an int (integer settings)
+    high: int | float | None = None
     log: bool = False
-    step: float | None = None
+    step: int | float | None = None
     choices: list[Any] | None = None
 
     @model_validator(mode="after")
@@ -123,12 +134,19 @@ class SweepConfig(Section):
     study_name: str
     storage: str
     n_trials: StrictInt = Field(gt=0)
-    seeds_per_trial: StrictInt = Field(gt=1)
+    seeds_per_trial: StrictInt
     mode: Literal["accuracy", "accuracy_and_spread"]
     pruner: Literal["median", "none"]
     heartbeat_seconds: StrictInt = Field(gt=0)
     max_retries: StrictInt = Field(ge=0)
     space: dict[str, SearchRange]
+
+    @field_validator("seeds_per_trial")
+    @classmethod
+    def _a_spread(cls, seeds: int) -> int:
+        if seeds < 2:
+            raise ValueError("give 2 or more: a trial's spread across seeds needs two seeds")
+        return seeds
 
     @field_validator("space")
     @classmethod
@@ -183,20 +201,16 @@ def setting_path(key: str) -> str:
     )
 
 
-# Where and how a study runs and is logged: not part of its recipe, so not of its hashes.
-NOT_RECIPE = ("tracking", "sweep", "ray", "output_dir")
-
-
 class Config(Section):
     profile: str
-    seeds: list[StrictInt]
+    seeds: list[StrictInt] = Field(json_schema_extra=OUTSIDE_RECIPE)
     model: ModelConfig
     data: DataConfig
     train: TrainConfig
-    tracking: TrackingConfig
-    sweep: SweepConfig
-    ray: RayConfig
-    output_dir: str
+    tracking: TrackingConfig = Field(json_schema_extra=OUTSIDE_RECIPE)
+    sweep: SweepConfig = Field(json_schema_extra=OUTSIDE_RECIPE)
+    ray: RayConfig = Field(json_schema_extra=OUTSIDE_RECIPE)
+    output_dir: str = Field(json_schema_extra=OUTSIDE_RECIPE)
 
     @field_validator("seeds")
     @classmethod
@@ -210,18 +224,28 @@ class Config(Section):
             raise ValueError(f"seed(s) {repeated} appear more than once; list each seed once")
         return seeds
 
+    def recipe(self, per_seed: bool = True) -> dict[str, Any]:
+        """Dotted settings that decide a seed's result (every hash, one-recipe check and
+        logged recipe derives from this); `per_seed=False`: the study's, without the seed."""
+        return _recipe_of(self, per_seed)
+
     def hash(self) -> str:
-        """Short hash of everything that determines one seed's result (not where it is logged)."""
-        return short_hash(self.model_dump(exclude={"seeds", *NOT_RECIPE}))
+        """Short hash of one seed's recipe."""
+        return short_hash(self.recipe())
 
     def study_hash(self) -> str:
-        """Short hash of the study's recipe: everything but the seeds and where results go."""
-        seeds = {"seed", "init_seed", "data_seed"}
-        return short_hash(
-            self.model_dump(
-                exclude={"seeds": True, **dict.fromkeys(NOT_RECIPE, True), "train": seeds}
-            )
-        )
+        """Short hash of the study's recipe: the seed's, but for the seed itself."""
+        return short_hash(self.recipe(per_seed=False))
+
+    def with_precisions_of(self, trained: Config) -> Config:
+        """This config with its "auto" precisions as `trained` (a seed's recorded config,
+        made concrete on the machine that trained it) chose them."""
+        chosen = {
+            key: getattr(trained.train, key)
+            for key in ("precision", "eval_precision")
+            if getattr(self.train, key) == "auto"
+        }
+        return self.model_copy(update={"train": self.train.model_copy(update=chosen)})
 
     def with_seed(self, seed: int, output_dir: str | None = None) -> Config:
         """This recipe for seed `seed` (optionally writing to another output_dir)."""
@@ -238,6 +262,20 @@ class Config(Section):
         """Dotted keys to values (all but the sweep and ray sections), for logging as
         parameters."""
         return _flatten(self.model_dump(exclude={"sweep", "ray"}))
+
+
+def _recipe_of(section: BaseModel, per_seed: bool, prefix: str = "") -> dict[str, Any]:
+    recipe: dict[str, Any] = {}
+    for name, field in type(section).model_fields.items():
+        place = (field.json_schema_extra or {}).get("recipe")  # type: ignore[union-attr]
+        if place == "no" or (place == "seed" and not per_seed):
+            continue
+        value = getattr(section, name)
+        if isinstance(value, BaseModel):
+            recipe.update(_recipe_of(value, per_seed, f"{prefix}{name}."))
+        else:
+            recipe[f"{prefix}{name}"] = value
+    return recipe
 
 
 def short_hash(tree: dict[str, Any]) -> str:
@@ -321,6 +359,7 @@ def load_config(
     from_overrides: dict[str, Any] = {}
     for override in overrides or []:
         from_overrides = _deep_merge(from_overrides, parse_override(override))
+    keys = {override.partition("=")[0].strip() for override in overrides or []}
     chosen = profile or from_overrides.get("profile") or from_file.get("profile") or "paper"
     if chosen not in profile_names():
         names = ", ".join(profile_names())
@@ -328,14 +367,28 @@ def load_config(
     chosen_profile = read_params(PROFILES_DIR / f"{chosen}.yaml")
     raw = _deep_merge(read_params(DEFAULTS), chosen_profile)
     raw = _deep_merge(_deep_merge(raw, from_file), from_overrides)
-    for layer in (chosen_profile, from_file, from_overrides):  # a search space is replaced
-        space = layer.get("sweep", {}).get("space")  # whole, not merged key by key
-        if space is not None:
-            raw["sweep"]["space"] = space
+    raw["sweep"]["space"] = search_space(
+        [chosen_profile, from_file, from_overrides], whole_in_overrides="sweep.space" in keys
+    )
     raw["profile"] = chosen
     origins = {"--set": from_overrides, str(params_path): from_file}
     origins[f"profile {chosen}"] = chosen_profile
     return validate(raw, origins=origins)
+
+
+def search_space(layers: list[dict[str, Any]], whole_in_overrides: bool) -> dict[str, Any]:
+    """The sweep's search space: a `space:` in a profile or params file, or `--set
+    sweep.space=...`, replaces the one below it whole; `--set sweep.space.KEY=...` replaces
+    that key only."""
+    space = copy.deepcopy(read_params(DEFAULTS)["sweep"]["space"])
+    *files, overrides = layers
+    for layer in files:
+        given = layer.get("sweep", {}).get("space")
+        space = copy.deepcopy(given) if given is not None else space
+    given = overrides.get("sweep", {}).get("space")
+    if given is not None:
+        space = copy.deepcopy(given) if whole_in_overrides else {**space, **given}
+    return space
 
 
 def profile_names() -> list[str]:
@@ -371,8 +424,10 @@ def _describe(error: ValidationError, origins: dict[str, dict[str, Any]]) -> str
         where = f" (in {where})" if where else ""
         if problem["type"] == "extra_forbidden":
             section = _section_of(problem["loc"][:-1])
-            valid = ", ".join(section.model_fields) if section else ""
-            lines.append(f"unknown key {key!r}{where} (valid keys here: {valid})")
+            valid = list(section.model_fields) if section else []
+            close = difflib.get_close_matches(str(problem["loc"][-1]), valid, n=1)
+            guess = f"did you mean {close[0]!r}? " if close else ""
+            lines.append(f"unknown key {key!r}{where} ({guess}valid keys here: {', '.join(valid)})")
         else:
             lines.append(f"{key}: {problem['msg']} (got {problem.get('input')!r}){where}")
     return "invalid configuration: " + "; ".join(lines)

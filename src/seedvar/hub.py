@@ -3,6 +3,7 @@ reached (instead of minutes of retries inside transformers and datasets)."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import socket
 from pathlib import Path
@@ -12,7 +13,8 @@ from seedvar.errors import ModelError
 
 HUB_HOST = ("huggingface.co", 443)
 OFFLINE_ALIASES = ("minilm-offline", "tiny-random-bert")
-OFFLINE_STUDY = "dvc exp run -S profile=cpu -S 'seeds=[0,1,2,3,4]'"
+WELL_KNOWN = ("bert-base-uncased", "bert-base-cased", "bert-large-uncased", "roberta-base")
+OFFLINE_STUDY = "`make study` (the demo, minutes) or `make study PROFILE=cpu` (12 seeds)"
 # MiniLM-L6's fp32 training (the precision `auto` gives on a CPU), measured on 2 CPU cores:
 # 120 s for 6,000 pairs x 1 epoch (docs/results/learning-curve); BERT-base has about 8 times
 # MiniLM-L6's non-embedding parameters (85 M against 10.6 M), so about 8 times the compute.
@@ -23,7 +25,7 @@ MNLI_TRAIN_PAIRS = 392_702
 
 def hub_needs(config: Config, data: bool = True, model: bool = True) -> list[str]:
     """The settings that would load from the hub (only the data's or the model's if asked)."""
-    sources = config.data.model_dump().items() if data else []
+    sources = config.data.sources().items() if data else []
     needs = [f"data.{key}" for key, value in sources if value == "hub"]
     name = config.model.name
     local = name.startswith(("/", ".", "~")) or Path(name).exists()  # a folder, maybe missing
@@ -33,18 +35,54 @@ def hub_needs(config: Config, data: bool = True, model: bool = True) -> list[str
 
 
 def require_hub(config: Config, data: bool = True, model: bool = True) -> None:
-    """ModelError, within seconds, if the study needs the hub and it is unreachable."""
+    """ModelError, within seconds, if the study needs the hub and it is unreachable, or if
+    its model is on neither the hub nor this disk."""
     needs = hub_needs(config, data, model)
     if not needs:
         return
     reason = unreachable_reason()
+    name = config.model.name
     if reason is None:
+        if needs[0].startswith("model.name="):
+            require_on_hub(name)
         return
+    guess = did_you_mean(name)
+    if needs[0].startswith("model.name=") and guess:
+        raise ModelError(
+            f"model.name {name!r} is not a local folder, and the Hugging Face hub, where it "
+            f"would be looked up, cannot be reached ({reason}); {guess}, or run an offline "
+            f"study: {OFFLINE_STUDY}"
+        )
     raise ModelError(
         f"the {config.profile} study loads {', '.join(needs)} from the Hugging Face hub, which "
-        f"cannot be reached ({reason}); without it run the offline study: {OFFLINE_STUDY}"
+        f"cannot be reached ({reason}); without it run an offline study: {OFFLINE_STUDY}"
         + _cpu_projection(config)
     )
+
+
+def did_you_mean(name: str) -> str:
+    """'did you mean X?' for a model name close to a well-known or offline one, else ''."""
+    if name in WELL_KNOWN:
+        return ""
+    close = difflib.get_close_matches(name, [*WELL_KNOWN, *OFFLINE_ALIASES], n=1, cutoff=0.8)
+    return f"did you mean {close[0]!r}?" if close else ""
+
+
+def require_on_hub(name: str) -> None:
+    """ModelError if the reachable hub has no model `name` (a typo, or a private model)."""
+    import huggingface_hub  # here only: most commands never need it
+
+    try:
+        huggingface_hub.model_info(name, timeout=10)
+    except (
+        huggingface_hub.errors.RepositoryNotFoundError,
+        huggingface_hub.errors.HFValidationError,
+    ):
+        hint = did_you_mean(name) or "check the name"
+        raise ModelError(
+            f"model.name {name!r}: no such model on the Hugging Face hub and no local folder of "
+            f"that name; {hint} (offline models: {', '.join(OFFLINE_ALIASES)})"
+        ) from None
 
 
 def unreachable_reason() -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import subprocess
 import time
 import urllib.request
@@ -46,6 +47,7 @@ RUNNING, FINISHED, KILLED, FAILED = (
 ROLE_TAG = "seedvar.role"
 PARENT_TAG = "mlflow.parentRunId"
 DESCRIPTION_TAG = "mlflow.note.content"
+UI_HOST, UI_PORT = "http://127.0.0.1", 5000  # where `mlflow ui` serves by default
 DATA_CONTEXT = {"train": "training", "validation": "validation"}  # the rest: evaluation
 
 
@@ -74,7 +76,8 @@ def check_reachable(config: Config) -> None:
 
 
 EXPERIMENT_TAGS = {
-    # MLflow 3's UI opens a model-training experiment on its runs table, not the GenAI pages
+    # a model-training experiment; MLflow 3.17's UI picks its pages by its own workflow
+    # switch, not by this tag: seedvar's link says which (see runs_table_url)
     "mlflow.experimentKind": "custom_model_development",
     "mlflow.note.content": "A seedvar seed-variance study: one parent run per study (its "
     "results and report), one child run per seed (its training curves, MNLI and HANS metrics, "
@@ -275,6 +278,36 @@ def open_store(config: Config) -> tuple[MlflowClient, str]:
     return client, experiment_id(client, config.tracking.experiment)
 
 
+def runs_table_url(config: Config, host: str | None = None) -> str:
+    """The MLflow UI's runs table of the study's experiment, as a fresh browser opens it.
+
+    MLflow 3.17's UI does not choose its pages by the experiment's `mlflow.experimentKind`
+    tag but by a browser-wide switch, "GenAI" unless the browser's localStorage or the URL's
+    `workflowType` says otherwise: a bare `#/experiments/<id>` opens on the GenAI Overview.
+    This link names the runs page and the model-training workflow. `host`: where the UI is
+    served; by default the tracking server itself for an http(s) store, else `mlflow ui`'s
+    default address (see `ui_command`)."""
+    uri = tracking_uri(config.tracking)
+    if host is None:
+        host = uri if uri.startswith(("http://", "https://")) else f"{UI_HOST}:{UI_PORT}"
+    experiment = MlflowClient(uri).get_experiment_by_name(config.tracking.experiment)
+    if experiment is None:
+        raise TrackingError(
+            f"no MLflow experiment {config.tracking.experiment!r} in {uri} yet: train a seed first"
+        )
+    route = f"/experiments/{experiment.experiment_id}/runs"
+    return f"{host.rstrip('/')}/#{route}?workflowType=machine_learning"
+
+
+def ui_command(config: Config, port: int = UI_PORT) -> str | None:
+    """The command that serves the MLflow UI of a local SQLite store on `port` (None for
+    other stores: a tracking server serves its own UI; a database's URI may hold a password)."""
+    uri = tracking_uri(config.tracking)
+    if not uri.startswith("sqlite:///"):
+        return None
+    return f"mlflow ui --backend-store-uri {shlex.quote(uri)} --port {port}"
+
+
 def context_tags(config: Config) -> dict[str, str]:
     """Tags every run of a study carries: recipe hash, profile, MLflow's source tags (the
     Source and Version columns), DVC experiment if any."""
@@ -319,7 +352,7 @@ def study_run_id(client: MlflowClient, experiment: str, config: Config) -> str:
         run_name=f"study {study_label(config)}",
         tags={**context_tags(config), ROLE_TAG: "study", DESCRIPTION_TAG: description},
     )
-    recipe = {k: v for k, v in config.flat().items() if not k.startswith("train.seed")}
+    recipe = config.recipe(per_seed=False)
     TrackedRun(client, run.info.run_id).log_params({**recipe, "seeds": config.seeds})
     # no process of its own runs it: it holds the recipe now and the results after `report`
     client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.FINISHED))

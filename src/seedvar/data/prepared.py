@@ -33,12 +33,9 @@ class StudyInputs:
 
 
 def inputs_key(config: Config) -> str:
-    """What the prepared inputs depend on: the model's tokenizer, max length and data sources."""
-    relevant = {
-        "model": config.model.model_dump(),
-        "data": config.data.model_dump(exclude={"cache_dir", "reference_runs"}),
-    }
-    return short_hash(relevant)
+    """What the prepared inputs depend on: the recipe's model (tokenizer, max length) and data."""
+    recipe = config.recipe().items()
+    return short_hash({key: value for key, value in recipe if key.startswith(("model.", "data."))})
 
 
 def tokenize_sets(

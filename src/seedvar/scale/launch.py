@@ -17,7 +17,14 @@ from seedvar import tracking
 from seedvar.config import Config
 from seedvar.errors import OutputExistsError
 from seedvar.metrics import MNLI_MATCHED
-from seedvar.scale.ray_tasks import Outcome, SeedTask, import_ray, ray_session, seed_resources
+from seedvar.scale.ray_tasks import (
+    Outcome,
+    SeedTask,
+    chosen_where_seeds_run,
+    import_ray,
+    ray_session,
+    seed_resources,
+)
 from seedvar.scale.scheduler import Scheduler
 from seedvar.study.job import SeedJob
 
@@ -102,9 +109,10 @@ def launch(
         echo(f"all {len(config.seeds)} seeds are finished in {config.output_dir}: nothing to do")
         return report
     tracking.check_reachable(config)
-    study_run = tracking.study_run_id(*tracking.open_store(config), config)
     with ray_session(config.ray) as cluster:
         resources = seed_resources(config, cluster)
+        config = chosen_where_seeds_run(ray, config, resources)
+        study_run = tracking.study_run_id(*tracking.open_store(config), config)
         echo(f"{cluster.describe()}")
         echo(
             f"{len(todo)} of {len(config.seeds)} seeds to train ({len(report.already)} finished "

@@ -239,7 +239,7 @@ class Driver:
         )
         if earlier is None:
             params = {f"trial.{k}": v for k, v in trial.params.items()}
-            trial.run.log_params({**params, **trial.config.flat()})
+            trial.run.log_params({**params, **trial.config.recipe(per_seed=False)})
         self.active[trial.number] = trial
         self.echo(f"trial {trial.number} started: {_shown(trial.params)}")
         for index in range(sweep.seeds_per_trial):

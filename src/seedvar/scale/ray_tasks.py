@@ -29,6 +29,7 @@ import lightning as L
 
 from seedvar.config import Config, RayConfig
 from seedvar.errors import ConfigError, RayUnavailableError, SeedvarError, Superseded, first_line
+from seedvar.training.device import on_this_machine
 
 INSTALL = "pip install -e '.[ray]'"
 HEARTBEATS_PER_STALL = 5  # an attempt beats this many times within ray.stall_seconds
@@ -121,6 +122,13 @@ def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
             "or add nodes"
         )
     return resources
+
+
+def chosen_where_seeds_run(ray: Any, config: Config, resources: SeedResources) -> Config:
+    """The config with its "auto" precisions made concrete by a task where seeds run (the
+    driver's machine may have no GPU, or another CPU)."""
+    probe = ray.remote(num_cpus=resources.cpus, num_gpus=resources.gpus)(on_this_machine)
+    return ray.get(probe.remote(config))
 
 
 def alive_nodes(ray: Any) -> dict[str, dict[str, float]]:

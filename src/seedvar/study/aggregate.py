@@ -31,11 +31,6 @@ from seedvar.study.analysis import agreement, compare_spread, describe, multiboo
 from seedvar.study.job import SeedJob
 from seedvar.study.verdict import Correlation, Prediction, correlate, mnli_predicts_hans, verdict
 
-NOT_RECIPE = {
-    *("train.seed", "train.init_seed", "train.data_seed", "seeds", "output_dir"),
-    *("tracking.uri", "tracking.experiment", "data.cache_dir", "data.reference_runs"),
-}
-
 
 def seed_table(runs_dir: Path, seeds: list[int]) -> pd.DataFrame:
     """One row per seed: the paper table's columns, MNLI-mm, and the seed; every seed must
@@ -63,12 +58,22 @@ def seed_table(runs_dir: Path, seeds: list[int]) -> pd.DataFrame:
     return table[[*columns, *[c for c in table.columns if c not in columns]]]
 
 
+def as_trained(config: Config, runs_dir: Path) -> Config:
+    """The study's config with its "auto" precisions as its first finished seed chose them
+    (the machine that aggregates may not be the one that trained)."""
+    finished = [s for s in config.seeds if SeedJob(runs_dir, s).finished_metrics() is not None]
+    if not finished:
+        return config
+    return config.with_precisions_of(SeedJob(runs_dir, finished[0]).finished_config())
+
+
 def require_one_recipe(config: Config, runs_dir: Path, seeds: list[int]) -> None:
-    """SeedvarError naming the seeds and settings where a seed's recipe is not the study's."""
-    expected = _recipe(config)
+    """SeedvarError naming the seeds and settings where a seed's recipe is not the study's
+    (`config` as trained: its precisions concrete)."""
+    expected = config.recipe(per_seed=False)
     problems = []
     for seed in seeds:
-        trained = _recipe(SeedJob(runs_dir, seed).finished_config())
+        trained = SeedJob(runs_dir, seed).finished_config().recipe(per_seed=False)
         differing = [
             f"{key} {trained.get(key)!r} (study: {expected.get(key)!r})"
             for key in sorted(expected.keys() | trained.keys())
@@ -81,11 +86,6 @@ def require_one_recipe(config: Config, runs_dir: Path, seeds: list[int]) -> None
             f"seeds trained with another recipe than this study's: {'; '.join(problems[:3])}; "
             "aggregate one recipe at a time (retrain those seeds or point output_dir elsewhere)"
         )
-
-
-def _recipe(config: Config) -> dict[str, object]:
-    """The settings that decide a seed's result, but for the seed itself."""
-    return {key: value for key, value in config.flat().items() if key not in NOT_RECIPE}
 
 
 def correct_matrix(
@@ -114,6 +114,7 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
     results_dir.mkdir(parents=True, exist_ok=True)
     seeds = config.seeds
     table = seed_table(runs_dir, seeds)
+    config = as_trained(config, runs_dir)
     require_one_recipe(config, runs_dir, seeds)
     table.to_csv(results_dir / "seeds.csv", index=False)
 

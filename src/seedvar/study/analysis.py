@@ -32,12 +32,18 @@ def describe(table: pd.DataFrame, columns: list[str], n_boot: int = 2000) -> pd.
             "min": values.min(),
             "max": values.max(),
             "mean": values.mean(),
-            "std": values.std(ddof=1) if len(values) > 1 else 0.0,
+            "std": seed_std(values),
             "range": values.max() - values.min(),
             "ci_low": low,
             "ci_high": high,
         }
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(STATISTICS))
+
+
+def seed_std(values: np.ndarray) -> float:
+    """The std across seeds (ddof 1); exactly 0 for one seed or equal seeds (not the rounding
+    error of their mean, 6.8e-17)."""
+    return float(values.std(ddof=1)) if values.max() > values.min() else 0.0
 
 
 def agreement(correct: np.ndarray) -> np.ndarray:
@@ -72,11 +78,11 @@ def compare_spread(
     for name, table in (("ours", ours), ("paper", paper)):
         base_values = table[base].to_numpy(dtype=float)
         base_range = base_values.max() - base_values.min()
-        base_std = base_values.std(ddof=1)
+        base_std = seed_std(base_values)
         for column in columns:
             values = table[column].to_numpy(dtype=float)
             spread = values.max() - values.min()
-            std = values.std(ddof=1) if len(values) > 1 else 0.0
+            std = seed_std(values)
             row = rows.setdefault(column, {})
             row[f"{name}_min"], row[f"{name}_max"] = values.min(), values.max()
             row[f"{name}_range"], row[f"{name}_mean"], row[f"{name}_std"] = (

@@ -121,10 +121,12 @@ class SeedJob:
         return json.loads((self.folder / RUN_STATE).read_text())["run_id"]
 
     def finished_with(self, config: Config) -> bool:
-        """Whether the seed has finished with this very recipe."""
-        return self.finished_metrics() is not None and self.finished_config().hash() == (
-            config.hash()
-        )
+        """Whether the seed has finished with this very recipe (an "auto" precision: with
+        what it chose where it was trained)."""
+        if self.finished_metrics() is None:
+            return False
+        trained = self.finished_config()
+        return trained.hash() == config.with_precisions_of(trained).hash()
 
     def refuse_finished(self, force: bool) -> None:
         """OutputExistsError if the seed has finished (unless `force`)."""

@@ -27,7 +27,7 @@ from seedvar.metrics import (  # noqa: E402
     SUBCASES,
     SUBJECT_OBJECT_SWAP,
 )
-from seedvar.study.aggregate import flat_headline  # noqa: E402
+from seedvar.study.aggregate import as_trained, flat_headline  # noqa: E402
 from seedvar.tracking import provenance  # noqa: E402
 
 OURS, PAPER = "tab:blue", "tab:gray"
@@ -198,6 +198,7 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
 def report_study(config: Config, results_dir: Path, report_dir: Path) -> tuple[list[Path], str]:
     """Write the report and log it, with the study's headline numbers, on the study's MLflow
     run; returns the files written and that run's id."""
+    config = as_trained(config, Path(config.output_dir))
     written = write_report(config, results_dir, report_dir)
     run_id = tracking.log_study_results(
         config, flat_headline(results_dir), [results_dir, report_dir]

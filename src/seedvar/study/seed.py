@@ -25,8 +25,7 @@ from seedvar.training.device import (
     autocast_dtype,
     device_name,
     evaluation_device,
-    resolve_eval_precision,
-    resolve_precision,
+    on_this_machine,
 )
 from seedvar.training.fit import fine_tune
 from seedvar.training.resume import ResumeCheckpoint
@@ -88,6 +87,7 @@ def run_seed(
     Raises Superseded when another attempt takes this one's work over while it runs.
     """
     started = time.perf_counter()
+    config = on_this_machine(config)
     job = job or SeedJob.of(config)
     if reuse and job.finished_metrics() is not None:
         if job.finished_with(config):
@@ -260,7 +260,7 @@ def _run_params(config: Config, inputs: StudyInputs) -> dict[str, object]:
         **{f"data.size.{k}": len(v) for k, v in inputs.tokenized.items()},
         **tracking.provenance(),
         "config_hash": config.hash(),
-        "precision": resolve_precision(config),
-        "eval_precision": resolve_eval_precision(config),
+        "precision": config.train.precision,
+        "eval_precision": config.train.eval_precision,
         "device": device_name(config),
     }

@@ -30,7 +30,6 @@ from seedvar.sweep.space import suggest, trial_config
 
 SUMMARIZED = [*PAPER_COLUMNS, MNLI_MISMATCHED, HANS_NON_ENTAILED]
 SWEEP_TAG = "seedvar.sweep"
-SEED_SETTINGS = ("train.seed", "train.init_seed", "train.data_seed")  # per seed, not per trial
 OUTPUT_DIR_ATTR, SEEDS_ATTR = "output_dir", "seeds"  # where a trial's seed folders are
 MLFLOW_RUN_ATTR = "mlflow_run_id"  # the trial's MLflow run
 
@@ -152,7 +151,7 @@ def trial_run(
         f"Trial {trial_number} of sweep {sweep_name}: the configuration {params}, trained with "
         f"seeds 0-{config.sweep.seeds_per_trial - 1} (its child runs)."
     )
-    recipe = {k: v for k, v in config.flat().items() if k not in SEED_SETTINGS}
+    recipe = config.recipe(per_seed=False)
     with tracking.open_run(config, f"trial {trial_number}", tags=tags) as run:
         run.log_params({**{f"trial.{k}": v for k, v in params.items()}, **recipe})
         yield run

@@ -106,8 +106,14 @@ def run_sweep(base: Config) -> optuna.Study:
     study = prepare_study(base)
     done = len(study.get_trials(states=FINISHED))
     if done < base.sweep.n_trials:
-        study.optimize(
-            lambda trial: objective(trial, base),
-            callbacks=[MaxTrialsCallback(base.sweep.n_trials, states=FINISHED)],
-        )
+        try:
+            study.optimize(
+                lambda trial: objective(trial, base),
+                callbacks=[MaxTrialsCallback(base.sweep.n_trials, states=FINISHED)],
+            )
+        except KeyboardInterrupt:  # Optuna has failed the trial; run it first on resuming
+            interrupted = study.get_trials(deepcopy=False, states=(TrialState.FAIL,))[-1:]
+            for trial in interrupted:
+                study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+            raise
     return study

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import platform
+from functools import cache
+from pathlib import Path
 
 import torch
 
@@ -17,12 +19,24 @@ def use_gpu(config: Config) -> bool:
 
 
 def resolve_precision(config: Config) -> str:
-    """bf16-mixed on GPUs that support it, 16-mixed on older GPUs, 32-true on CPU."""
+    """`train.precision` made concrete: "auto" is bf16-mixed on GPUs that support it, 16-mixed
+    on older GPUs; on a CPU bf16-mixed where it computes bf16 natively, else 32-true (without
+    native bf16 a CPU runs bf16 matmuls about 100x slower than fp32)."""
     if config.train.precision != "auto":
         return config.train.precision
     if use_gpu(config):
         return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
-    return "32-true"
+    return "bf16-mixed" if native_cpu_bf16() else "32-true"
+
+
+def on_this_machine(config: Config) -> Config:
+    """The config with its "auto" precisions made concrete for this machine: what a seed
+    trained here records as its recipe."""
+    train = {
+        "precision": resolve_precision(config),
+        "eval_precision": resolve_eval_precision(config),
+    }
+    return config.model_copy(update={"train": config.train.model_copy(update=train)})
 
 
 def evaluation_device(config: Config) -> torch.device:
@@ -40,9 +54,37 @@ def resolve_eval_precision(config: Config) -> str:
     return "bf16" if native_cpu_bf16() else "32"
 
 
+@cache
 def native_cpu_bf16() -> bool:
-    """Whether this CPU computes bf16 in hardware (x86 avx512_bf16 or AMX tiles)."""
-    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    """Whether this CPU computes bf16 in hardware (x86 avx512_bf16 or AMX), read from the
+    kernel's CPU flags (torch has no public call for it); False where there are none."""
+    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags as Linux reports them (empty elsewhere)."""
+    flags = (line for line in _cpuinfo_lines() if line.startswith("flags"))
+    return set(next(flags, "").partition(":")[2].split())
+
+
+def _cpuinfo_lines() -> list[str]:
+    cpuinfo = Path("/proc/cpuinfo")
+    return cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
+
+
+def cpu_description() -> str:
+    """The CPU's model and torch's vector capability, with native bf16 or not: for benchmark
+    results and a seed's provenance."""
+    model = next(
+        (
+            line.partition(":")[2].strip()
+            for line in _cpuinfo_lines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or platform.machine(),
+    )
+    bf16 = "native bf16" if native_cpu_bf16() else "no native bf16"
+    return f"{model} ({torch.backends.cpu.get_cpu_capability()}, {bf16})"
 
 
 def autocast_dtype(config: Config) -> torch.dtype | None:
@@ -54,4 +96,4 @@ def device_name(config: Config) -> str:
     """The accelerator a seed runs on, for its provenance."""
     if use_gpu(config):
         return torch.cuda.get_device_name(0)
-    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+    return f"cpu {cpu_description()}, {torch.get_num_threads()} threads"

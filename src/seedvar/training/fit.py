@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
 import warnings
 from pathlib import Path
 
@@ -76,7 +77,15 @@ def fine_tune(
     )
     with warnings.catch_warnings():  # Lightning 2.6 calls a torch API torch 2.13 deprecates
         warnings.filterwarnings("ignore", module="lightning.pytorch.utilities._pytree")
-        trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
+        try:
+            trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
+        except SystemExit:
+            if not trainer.interrupted:
+                raise
+            # Lightning turns Ctrl-C into exit(1) and ignores SIGINT from then on; callers
+            # (a sweep's trial, a run's status) need the interrupt itself
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt from None
     return module.model
 
 

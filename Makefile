@@ -1,0 +1,49 @@
+# seedvar: `make study` runs the main job, `make test` the checks; both build .venv first.
+# .venv is installed from a hash-checked lock (requirements/$(LOCK).txt) and reinstalled
+# when that lock changes. LOCK is gpu where nvidia-smi exists, cpu elsewhere.
+
+PYTHON  ?= python3.11
+VENV    ?= .venv
+LOCK    ?= $(if $(shell command -v nvidia-smi),gpu,cpu)
+PROFILE ?=
+PYTEST_ARGS ?=
+# where `make lock` finds the CPU build of torch (this machine: PIP_FIND_LINKS, /opt/wheels)
+TORCH_CPU_WHEELS ?= $(or $(PIP_FIND_LINKS),https://download.pytorch.org/whl/cpu/torch/)
+
+STAMP := $(VENV)/.installed-$(LOCK)
+export VIRTUAL_ENV := $(abspath $(VENV))
+export PATH := $(VIRTUAL_ENV)/bin:$(PATH)
+
+.PHONY: help study test lock
+
+help:  ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+study: $(STAMP)  ## the study: `dvc repro` (params.yaml); PROFILE=cpu|paper|smoke: that profile's study
+ifdef PROFILE
+	dvc exp run -S profile=$(PROFILE) -S "seeds=$$(python -c 'from seedvar.config import \
+	  load_config; print(load_config(None, profile="$(PROFILE)").seeds)' | tr -d ' ')"
+else
+	dvc repro
+endif
+
+test: $(STAMP)  ## lint, format check, docs build (if mkdocs.yml), pytest (PYTEST_ARGS='-m "not slow"')
+	ruff check .
+	ruff format --check .
+	if [ -f mkdocs.yml ]; then mkdocs build --strict; fi
+	python -m pytest $(PYTEST_ARGS)
+
+LOCK_FLAGS = pyproject.toml --extra dev --extra offline --extra ray --extra docs \
+	--constraint requirements/torch.txt --generate-hashes --python-version 3.11 \
+	--python-platform x86_64-manylinux_2_28 --custom-compile-command 'make lock'
+
+lock: $(STAMP)  ## regenerate requirements/cpu.txt and gpu.txt from pyproject.toml (uv)
+	uv pip compile $(LOCK_FLAGS) --find-links $(TORCH_CPU_WHEELS) -o requirements/cpu.txt
+	uv pip compile $(LOCK_FLAGS) -o requirements/gpu.txt
+	for l in cpu gpu; do sed -i "2r requirements/$$l.header" requirements/$$l.txt; done
+
+$(STAMP): requirements/$(LOCK).txt
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --require-hashes -r requirements/$(LOCK).txt
+	$(VENV)/bin/python -m pip install --no-deps --no-build-isolation -e .
+	rm -f $(VENV)/.installed-* && touch $@
