@@ -7,6 +7,7 @@ VENV    ?= .venv
 LOCK    ?= $(if $(shell command -v nvidia-smi),gpu,cpu)
 PROFILE ?=
 PYTEST_ARGS ?=
+DVC     ?= dvc
 # where `make lock` finds the CPU build of torch (this machine: PIP_FIND_LINKS, /opt/wheels)
 TORCH_CPU_WHEELS ?= $(or $(PIP_FIND_LINKS),https://download.pytorch.org/whl/cpu/torch/)
 
@@ -21,10 +22,10 @@ help:  ## list the targets
 
 study: $(STAMP)  ## the study: `dvc repro` (params.yaml); PROFILE=cpu|paper|smoke: that profile's study
 ifdef PROFILE
-	dvc exp run -S profile=$(PROFILE) -S "seeds=$$(python -c 'from seedvar.config import \
+	$(DVC) exp run -S profile=$(PROFILE) -S "seeds=$$(python -c 'from seedvar.config import \
 	  load_config; print(load_config(None, profile="$(PROFILE)").seeds)' | tr -d ' ')"
 else
-	dvc repro
+	$(DVC) repro
 endif
 
 test: $(STAMP)  ## lint, format check, docs build (if mkdocs.yml), pytest (PYTEST_ARGS='-m "not slow"')

@@ -139,12 +139,13 @@ def stages_ran(output: str) -> set[str]:
 
 
 def dvc_project(path: Path, **params: object) -> Path:
-    """A git + DVC repository at `path` holding the pipeline, its sources, the offline data
-    and the repo's DVC config and plot templates, with the committed params.yaml (see
+    """A git + DVC repository at `path` holding the pipeline, its sources, the offline data,
+    the repo's ignore files, DVC config and plot templates, with the committed params.yaml (see
     `committed`) and `params` set in it."""
     shutil.copytree(REPO / "src", path / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "data" / "offline", path / "data" / "offline")
-    shutil.copy(REPO / "dvc.yaml", path)
+    for name in ("dvc.yaml", ".dvcignore", ".gitignore"):
+        shutil.copy(REPO / name, path)
     (path / "params.yaml").write_text(committed("params.yaml"))
     set_params(path, **params)
     run_ok("git", "init", "-q", cwd=path, timeout=QUICK)

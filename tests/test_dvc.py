@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import commit, dvc_project, run_ok, stages_ran
+from tests.conftest import QUICK, commit, dvc_project, run_ok, stages_ran
 
 pytestmark = pytest.mark.slow
 SEED_STAGES = {"seed@0", "seed@1"}
@@ -89,11 +89,39 @@ def test_dvc_exp_run_sets_documented_keys(study: Path, setting: str):
     run_ok("dvc", "queue", "remove", "--all", cwd=study)
 
 
-def test_a_pushed_study_is_pulled_into_a_fresh_clone_and_reproduces(study: Path):
+@pytest.fixture(scope="module")
+def clone(study: Path) -> Path:
+    """A fresh clone of the pushed study, pulled."""
     run_ok("dvc", "push", cwd=study)
     clone = study.parent / "b"
     run_ok("git", "clone", "-q", str(study), str(clone), cwd=study.parent)
-    run_ok("dvc", "pull", cwd=clone)
+    run_ok("dvc", "pull", cwd=clone)  # exits 0: every output of every pipeline is there
+    return clone
+
+
+def test_a_pulled_clone_is_up_to_date_with_the_verdict_and_its_plots(study: Path, clone: Path):
+    assert (study / "runs" / "seed-0.lock").exists()  # lock files: not part of the study
+    assert changed_stages(clone) == set()
+    verdict = json.loads((clone / "results" / "verdict.json").read_text())
+    assert verdict == json.loads((study / "results" / "verdict.json").read_text())
+    diff = run_ok("dvc", "plots", "diff", "-o", "plots", cwd=clone)
+    assert "failed to load" not in diff
+    page = (clone / "plots" / "index.html").read_text()
+    assert set(re.findall(r'"seed": "(\d+)"', page)) == {"0", "1"}
+    assert "report_std.png" in page  # the wide panels are on the page too
+
+
+def test_fewer_seeds_leave_the_workspace_and_come_back_without_training(clone: Path):
+    run_ok("dvc", "exp", "run", "-S", "seeds=[0]", cwd=clone)
+    assert not (clone / "runs" / "seed-1").exists()  # out of the workspace, in the cache
+    again = run_ok("dvc", "exp", "run", "-S", "seeds=[0,1]", cwd=clone)
+    assert not stages_ran(again) & SEED_STAGES and "aggregate" in stages_ran(again)
+    assert (clone / "runs" / "seed-1" / "metrics.json").is_file()
+    run_ok("git", "checkout", "--", "params.yaml", "dvc.lock", cwd=clone, timeout=QUICK)
+    run_ok("dvc", "checkout", cwd=clone, timeout=QUICK)
+
+
+def test_a_pushed_study_is_pulled_into_a_fresh_clone_and_reproduces(clone: Path):
     assert stages_ran(run_ok("dvc", "repro", cwd=clone)) == set()  # trains nothing
     seed = clone / "runs" / "seed-1"
     run_ok("seedvar", "evaluate", str(seed / "model"), "--output", "again", cwd=clone)

@@ -5,9 +5,11 @@
 
 In a scratch folder under /tmp (removed at the end unless --keep) this script runs the smoke
 profile: `seedvar train` for seeds 0, 1 and 2, `seedvar aggregate`, `seedvar report` and a
-2-trial `seedvar sweep`; starts `mlflow ui` and `optuna-dashboard` on free local ports; opens
-each surface in headless Chromium and saves PNGs; stops the servers and the browser on the
-way out, error or not.
+2-trial `seedvar sweep`; starts `mlflow ui` with the command `seedvar report` printed and
+`optuna-dashboard`, on free local ports; in headless Chromium with a new profile (nothing in
+localStorage) opens the runs-table link `seedvar report` printed, the path a user takes, and
+sets the table's rows and columns in the page, then each other surface, and saves PNGs (in
+this folder, or --out); stops the servers and the browser on the way out, error or not.
 
 Needs the project installed with the dev extra (mlflow, optuna-dashboard) in the Python that
 runs it, and Chromium (Debian: `apt-get install chromium`). It drives Chromium over the
@@ -23,7 +25,9 @@ import base64
 import fcntl
 import json
 import os
+import re
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -41,16 +45,27 @@ OUT = Path(__file__).resolve().parent
 SEEDS = [0, 1, 2]
 WIDTH, HEIGHT = 1600, 1000
 
-# the runs table's columns: MNLI accuracies and the HANS non-entailed heuristics, McCoy et
-# al.'s headline subcase (subject/object swap) among them
-RUN_COLUMNS = [  # (column id, width in pixels): what fits beside the sidebar at 1600 px
-    ("metrics.`mnli/matched_accuracy`", 160),
-    ("metrics.`hans/lexical_nonent`", 140),
-    ("metrics.`hans/subseq_nonent`", 140),
-    ("metrics.`hans/constituent_nonent`", 165),
-    ("metrics.`hans/ln_subject/object_swap`", 195),
+# the runs table's columns, chosen in its Columns menu as a user would: MNLI accuracy and
+# the HANS non-entailed heuristics, McCoy et al.'s headline subcase (subject/object swap)
+# among them, in place of attributes that would push them out of a 1600 px window
+RUN_METRICS = [
+    "mnli/matched_accuracy",
+    "hans/lexical_nonent",
+    "hans/subseq_nonent",
+    "hans/constituent_nonent",
+    "hans/ln_subject/object_swap",
 ]
-FIXED_COLUMNS = [("attributes.`Run Name`", 215), ("runDateAndNestInfo", 140), ("duration", 90)]
+HIDDEN_ATTRIBUTES = ["Dataset", "Source", "Models"]
+# widths in pixels, set by dragging the column headers' edges, in the table's order (metrics
+# by name): what fits at 1600 px
+COLUMN_WIDTHS = {
+    "attributes.`Run Name`": 240,
+    "metrics.`hans/constituent_nonent`": 165,
+    "metrics.`hans/lexical_nonent`": 140,
+    "metrics.`hans/ln_subject/object_swap`": 190,
+    "metrics.`hans/subseq_nonent`": 135,
+    "metrics.`mnli/matched_accuracy`": 160,
+}
 
 SWEEP_OVERRIDES = [
     "sweep.seeds_per_trial=2",
@@ -289,6 +304,28 @@ class Chromium:
         time.sleep(0.3)
         return True
 
+    def drag(self, target: str, dx: float) -> bool:
+        """Drag an element (a JavaScript expression) `dx` pixels to the right, held a
+        quarter of its width in from its left (a column's resize handle straddles the next
+        column's header, which a press there would sort by)."""
+        box = self.evaluate(
+            f"(() => {{ const e = {target}; if (!e) return null; "
+            "const r = e.getBoundingClientRect(); "
+            "return [r.left + r.width / 4, r.top + r.height / 2]; })()"
+        )
+        if not box:
+            log(f"  warning: nothing to drag at {target}")
+            return False
+        x, y = box
+        mouse = {"x": x, "y": y, "button": "left", "clickCount": 1}
+        self.call("Input.dispatchMouseEvent", {**mouse, "type": "mousePressed"})
+        for step in range(1, 11):
+            moved = {**mouse, "x": x + dx * step / 10, "buttons": 1}
+            self.call("Input.dispatchMouseEvent", {**moved, "type": "mouseMoved"})
+        self.call("Input.dispatchMouseEvent", {**mouse, "x": x + dx, "type": "mouseReleased"})
+        time.sleep(0.3)
+        return True
+
     def type_text(self, text: str) -> None:
         self.call("Input.insertText", {"text": text})
 
@@ -326,12 +363,14 @@ CLOSE_ASSISTANT = (
 
 
 class MLflowPages:
-    """The MLflow UI of the scratch study, in the model-training workflow, assistant closed."""
+    """The MLflow UI of the scratch study as a user meets it: the browser's profile is new
+    (nothing in localStorage), the first page is the runs-table link that `seedvar report`
+    printed, and the table's columns and rows are set in the page; the assistant is closed."""
 
-    def __init__(self, scratch: Path, browser: Chromium, url: str):
+    def __init__(self, scratch: Path, browser: Chromium, url: str, link: str):
         import mlflow
 
-        self.browser, self.url = browser, url
+        self.browser, self.url, self.link = browser, url, link
         client = mlflow.MlflowClient(f"sqlite:///{scratch / 'mlruns' / 'mlflow.db'}")
         self.experiment_id = client.get_experiment_by_name("seedvar").experiment_id
         runs = client.search_runs([self.experiment_id])
@@ -340,51 +379,83 @@ class MLflowPages:
             (r for r in runs if r.data.tags.get("mlflow.parentRunId") == self.study.info.run_id),
             key=lambda r: r.info.run_name,
         )
-        # MLflow keeps the runs table's columns, widths and expanded rows in the browser's
-        # localStorage (keyed by the sorted experiment ids), not in the URL: seed it before
-        # the first page, with the assistant panel marked as already shown and closed
-        state = {
-            "selectedColumns": [column for column, _ in RUN_COLUMNS],
-            # widths apply to the columns named in columnOrder
-            "columnOrder": [column for column, _ in FIXED_COLUMNS + RUN_COLUMNS],
-            "columnWidths": dict(FIXED_COLUMNS + RUN_COLUMNS),
-            # the study's seeds and each sweep trial's seeds shown under their parent
-            "runsExpanded": {
-                run.info.run_id: True
-                for run in runs
-                if run.data.tags.get("seedvar.role") in ("study", "trial")
-            },
-        }
-        key = (
-            "MLflowLocalStorage-1.1-ExperimentPage-"
-            f"{json.dumps([self.experiment_id])}-ReactComponentState"
-        )
-        storage = {
-            key: json.dumps(state),
-        }
-        browser.goto(f"{url}/")
-        browser.wait_for("document.readyState === 'complete'", "MLflow's start page", settle=1)
-        for name, value in storage.items():
-            browser.evaluate(f"localStorage.setItem({json.dumps(name)}, {json.dumps(value)})")
+        self.parents = [
+            r.info.run_name for r in runs if r.data.tags.get("seedvar.role") in ("study", "trial")
+        ]
 
     def open(self, route: str, ready: str, what: str, then: str = "true") -> None:
-        """Open a page, wait for `ready`, close the assistant panel (it opens on a first
-        visit whatever localStorage says), then wait for `then` (the table's columns render
-        only once they have room)."""
+        """Open a page of the model-training workflow (as the UI's own links do), wait for
+        `ready`, close the assistant panel (it opens on a first visit), then wait for `then`."""
         joiner = "&" if "?" in route else "?"
-        self.browser.goto(f"{self.url}/#{route}{joiner}workflowType=machine_learning")
+        self._show(f"{self.url}/#{route}{joiner}workflowType=machine_learning", ready, what, then)
+
+    def _show(self, url: str, ready: str, what: str, then: str = "true") -> None:
+        self.browser.goto(url)
         self.browser.wait_for(f"({ready}) && {NO_SPINNER}", what, settle=2)
         self.browser.evaluate(CLOSE_ASSISTANT)
         self.browser.wait_for(then, what)
 
     def runs_table(self, path: Path) -> None:
-        self.open(
-            f"/experiments/{self.experiment_id}/runs",
-            body_has("seed-2", "mnli/matched_accuracy"),
-            "the runs table",
-            then=body_has("hans/ln_subject/object_swap"),
+        """The printed link; then, as a user does: the study's and the sweep trials' rows
+        expanded to their seeds, the MNLI and HANS columns chosen in the Columns menu, widened
+        to show their names (the table renders a column only once it has room)."""
+        browser, study = self.browser, self.study.info.run_name
+        self._show(self.link, body_has(study), "the runs table from the printed link")
+        route = browser.evaluate("location.hash")
+        if not route.startswith(f"#/experiments/{self.experiment_id}/runs"):
+            sys.exit(f"take: the printed link {self.link} opened {route}, not the runs table")
+        if "/overview" in browser.evaluate(
+            "[...document.querySelectorAll('aside a')].map(a => a.getAttribute('href')).join()"
+        ):
+            sys.exit("take: the printed link opened the GenAI pages, not model training")
+        for parent in self.parents:  # its row's + button: its seeds below it
+            expand = (
+                "[...document.querySelectorAll('[role=gridcell] a')]"
+                f".find(a => a.innerText.trim() === {json.dumps(parent)})"
+                "?.closest('[role=gridcell]').querySelector('button')"
+            )
+            browser.click(expand, by_expression=True)
+        browser.wait_for(body_has(*(r.info.run_name for r in self.seeds)), "the seeds", settle=1)
+        browser.click("[data-testid='column-selection-dropdown']")
+        browser.wait_for("document.querySelector('[data-testid=column-selector-tree]')", "Columns")
+        for title in HIDDEN_ATTRIBUTES:
+            self._column(title, False)
+        for title in RUN_METRICS:
+            self._column(title, True)
+        browser.press("Escape")
+        browser.wait_for(
+            "!document.querySelector('[data-testid=column-selector-tree]')", "the closed menu"
         )
-        self.browser.screenshot(path)
+        for column, width in COLUMN_WIDTHS.items():
+            header = (
+                "[...document.querySelectorAll('.ag-header-cell')]"
+                f".find(e => e.getAttribute('col-id') === {json.dumps(column)})"
+            )
+            browser.wait_for(header, f"the column {column}", timeout=30, settle=0.2)
+            now = browser.evaluate(f"{header}.getBoundingClientRect().width")
+            browser.drag(f"{header}.querySelector('.ag-header-cell-resize')", width - now)
+        browser.call(  # away from the headers, whose tooltips would show
+            "Input.dispatchMouseEvent", {"type": "mouseMoved", "x": 5, "y": HEIGHT - 5}
+        )
+        browser.wait_for(body_has("hans/ln_subject/object_swap"), "the chosen columns")
+        browser.screenshot(path)
+
+    def _column(self, title: str, shown: bool) -> None:
+        """Tick (`shown`) or clear a column in the open Columns menu: searched for by its
+        name first, since the menu lists only what fits."""
+        browser = self.browser
+        browser.evaluate("document.querySelector(\"input[placeholder='Search columns']\").select()")
+        browser.type_text(title)
+        node = (
+            "[...document.querySelectorAll('[class*=tree-treenode]')].find(n => "
+            f"n.querySelector('[class*=tree-title]')?.innerText.trim() === {json.dumps(title)})"
+        )
+        browser.wait_for(node, f"the column {title} in the Columns menu", timeout=15, settle=0.5)
+        box = f"({node}).querySelector('[class*=tree-checkbox]')"
+        if browser.evaluate(f"{box}.className.includes('checkbox-checked')") != shown:
+            browser.click(box, by_expression=True)
+        checked = f"{box}.className.includes('checkbox-checked')"
+        browser.wait_for(checked if shown else f"!{checked}", f"the column {title}", settle=0.3)
 
     def seed_run(self, path: Path) -> None:
         seed = self.seeds[0]
@@ -479,13 +550,30 @@ def report(browser: Chromium, scratch: Path, path: Path) -> None:
     browser.screenshot(path)
 
 
-def take_screenshots(scratch: Path, browser: Chromium, mlflow_url: str, dashboard_url: str) -> None:
-    mlflow_pages = MLflowPages(scratch, browser, mlflow_url)
-    mlflow_pages.runs_table(OUT / "mlflow-runs.png")
-    mlflow_pages.seed_run(OUT / "mlflow-seed-run.png")
-    mlflow_pages.compare(OUT / "mlflow-compare.png")
-    optuna_dashboard(browser, dashboard_url, OUT / "optuna-dashboard.png")
-    report(browser, scratch, OUT / "report.png")
+def printed_mlflow(scratch: Path) -> tuple[str, list[str]]:
+    """The runs-table link and the `mlflow ui` command that `seedvar report` printed."""
+    printed = (scratch / "logs" / "report.log").read_text()
+    link = re.search(r"^MLflow runs table: (\S+)$", printed, re.MULTILINE)
+    command = re.search(r"^  \(start the UI first: (mlflow ui .+)\)$", printed, re.MULTILINE)
+    if not (link and command):
+        sys.exit(f"take: `seedvar report` printed no MLflow link and command:\n{printed}")
+    return link.group(1), shlex.split(command.group(1))
+
+
+def on_port(link: str, port: int) -> str:
+    """`link` on 127.0.0.1:`port` (the script's free port, not `mlflow ui`'s 5000)."""
+    return urllib.parse.urlsplit(link)._replace(netloc=f"127.0.0.1:{port}").geturl()
+
+
+def take_screenshots(
+    scratch: Path, browser: Chromium, mlflow_url: str, link: str, dashboard_url: str, out: Path
+) -> None:
+    mlflow_pages = MLflowPages(scratch, browser, mlflow_url, link)
+    mlflow_pages.runs_table(out / "mlflow-runs.png")
+    mlflow_pages.seed_run(out / "mlflow-seed-run.png")
+    mlflow_pages.compare(out / "mlflow-compare.png")
+    optuna_dashboard(browser, dashboard_url, out / "optuna-dashboard.png")
+    report(browser, scratch, out / "report.png")
 
 
 def main() -> None:
@@ -497,6 +585,7 @@ def main() -> None:
         metavar="DIR",
         help="skip the study: photograph the one a --keep run left in DIR",
     )
+    parser.add_argument("--out", type=Path, default=OUT, help=f"where the PNGs go (default: {OUT})")
     parser.add_argument(
         "--chromium",
         default=shutil.which("chromium") or "chromium",
@@ -537,20 +626,13 @@ def main() -> None:
         mlflow_port, dashboard_port = free_port(), free_port()
         mlflow_url = f"http://127.0.0.1:{mlflow_port}"
         dashboard_url = f"http://127.0.0.1:{dashboard_port}"
+        # the command and link a user is given, on a free port
+        link, command = printed_mlflow(scratch)
+        command[0] = tool(command[0])
+        command[command.index("--port") + 1] = str(mlflow_port)
         mlflow_ui = processes.start(
             "mlflow ui",
-            [
-                tool("mlflow"),
-                "ui",
-                "--backend-store-uri",
-                f"sqlite:///{scratch / 'mlruns' / 'mlflow.db'}",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(mlflow_port),
-                "--workers",
-                "1",
-            ],
+            [*command, "--workers", "1"],
             cwd=scratch,
             env=env,
             stdout=(logs / "mlflow-ui.log").open("w"),
@@ -576,7 +658,10 @@ def main() -> None:
 
         profile = Path(tempfile.mkdtemp(prefix="chromium-", dir=scratch))
         browser = Chromium(args.chromium, profile, processes, logs)
-        take_screenshots(scratch, browser, mlflow_url, dashboard_url)
+        args.out.mkdir(parents=True, exist_ok=True)
+        take_screenshots(
+            scratch, browser, mlflow_url, on_port(link, mlflow_port), dashboard_url, args.out
+        )
     finally:
         processes.stop_all()
         if args.keep:

@@ -50,7 +50,7 @@ def plot_subcases(ours: pd.DataFrame, paper: pd.DataFrame) -> Figure:
     axis.set_ylabel("accuracy")
     axis.set_ylim(-0.03, 1.03)
     axis.set_title("HANS accuracy per subcase across seeds")
-    axis.legend(loc="lower right")
+    figure.legend(loc="outside right upper")  # beside the axes: no point under it
     return figure
 
 
@@ -62,10 +62,11 @@ def plot_mnli_vs_hans(
     figure, axis = plt.subplots(figsize=(6, 6), layout="constrained")
     axis.scatter(paper[MNLI_MATCHED], paper[column], s=12, color=PAPER, label="paper (100 runs)")
     axis.scatter(ours[MNLI_MATCHED], ours[column], color=OURS, label=f"ours ({len(ours)} seeds)")
-    for _, row in ours.iterrows():
-        axis.annotate(str(int(row["seed"])), (row[MNLI_MATCHED], row[column]), fontsize=7)
-    axis.set_xlim(0, 1)
-    axis.set_ylim(0, 1)
+    for _, row in ours.iterrows():  # clipped to the axes: a seed at 100 % stays off the title
+        point = (row[MNLI_MATCHED], row[column])
+        axis.annotate(str(int(row["seed"])), point, fontsize=7, annotation_clip=True, clip_on=True)
+    axis.set_xlim(-0.02, 1.02)
+    axis.set_ylim(-0.02, 1.02)
     axis.set_aspect("equal")
     axis.set_xlabel("MNLI dev-matched accuracy")
     axis.set_ylabel(f"HANS {column} accuracy")
@@ -124,7 +125,7 @@ def plot_std(comparison: pd.DataFrame, decision: dict) -> Figure:
     axis.set_xticks(positions, comparison.index, rotation=70, ha="right", fontsize=8)
     axis.set_ylabel("std across seeds (accuracy)")
     axis.set_title("Spread across seeds per column")
-    axis.legend()
+    figure.legend(loc="outside right upper")
     return figure
 
 

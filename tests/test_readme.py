@@ -1,0 +1,77 @@
+"""The README's commands, run as written: `make study` on a smoke-sized project, the profile
+switches through the same Makefile target (the hours-long runs as the command they become),
+`make test` on a single test module."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import QUICK, REPO, dvc_project, run_command, run_ok
+
+pytestmark = pytest.mark.slow
+VENV = Path(sys.prefix)  # the environment running the tests: make must not build another
+
+
+def readme_commands() -> list[str]:
+    """Every command line of the README's bash blocks, without its comment."""
+    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    lines = (line.split("  #")[0].strip() for block in blocks for line in block.splitlines())
+    return [line for line in lines if line]
+
+
+def make(*arguments: str) -> list[str]:
+    """`make` with this test environment as its .venv (taken as installed)."""
+    stamp = VENV / ".installed-cpu"
+    return ["make", "-o", str(stamp), f"VENV={VENV}", "LOCK=cpu", *arguments]
+
+
+def test_the_readme_shows_only_commands_tested_here():
+    assert readme_commands() == [
+        "make study",
+        "make test",
+        "make study PROFILE=paper",
+        "make study PROFILE=cpu",
+    ]
+
+
+@pytest.fixture
+def project(tmp_path: Path, dvc_environment: None) -> Path:
+    """A fresh project of the smoke profile with the repo's Makefile and lock files."""
+    project = dvc_project(tmp_path / "clone", profile="smoke", seeds=[0, 1])
+    shutil.copy2(REPO / "Makefile", project)
+    shutil.copytree(REPO / "requirements", project / "requirements")
+    return project
+
+
+def test_make_study_runs_the_main_job(project: Path):
+    output = run_ok(*make("study"), cwd=project)
+    assert "Running stage 'seed@1'" in output and "Running stage 'report'" in output
+    assert (project / "results" / "verdict.json").is_file()
+    assert "MLflow runs table: http://127.0.0.1:5000/#/experiments/" in output
+
+
+def test_make_study_with_a_profile_runs_that_profiles_seeds(project: Path):
+    output = run_ok(*make("study", "PROFILE=cpu", "DVC=echo dvc"), cwd=project)
+    assert "dvc exp run -S profile=cpu -S seeds=[0,1,2,3,4,5,6,7,8,9,10,11]" in output
+
+
+def test_make_study_of_the_paper_without_the_hub_stops_before_any_work(project: Path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = run_command(make("study", "PROFILE=paper"), cwd=project, env=env, timeout=QUICK)
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if line.startswith("seedvar: error:")]
+    assert len(errors) == 1 and "cannot be reached" in errors[0], done.stderr
+    assert not (project / "prepared").exists() and not (project / "runs").exists()
+
+
+def test_make_test_lints_builds_the_docs_and_runs_pytest():
+    arguments = "PYTEST_ARGS=-q tests/test_config.py"
+    done = run_command(make("test", arguments), cwd=REPO, timeout=QUICK * 3)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "mkdocs build --strict" in done.stdout and " passed" in done.stdout
