@@ -47,6 +47,7 @@ from seedvar.data.prepared import tokenize_sets
 from seedvar.data.sets import load_study_sets
 from seedvar.metrics import EvalSet, to_hans_labels
 from seedvar.pretrained import load_tokenizer
+from seedvar.training.device import cpu_description
 from seedvar.training.predict import predict_logits
 
 REPO = Path(__file__).resolve().parents[1]
@@ -218,6 +219,7 @@ def main() -> None:
         }
     results = {
         "model": str(args.model),
+        "cpu": cpu_description(),
         "threads": torch.get_num_threads(),
         "onnxruntime": onnxruntime.__version__,
         "torch": torch.__version__,

@@ -37,7 +37,11 @@ from seedvar.metrics import (  # noqa: E402
     hans_non_entailed,
 )
 from seedvar.study.seed import run_seed  # noqa: E402
-from seedvar.training.device import resolve_eval_precision, resolve_precision  # noqa: E402
+from seedvar.training.device import (  # noqa: E402
+    cpu_description,
+    resolve_eval_precision,
+    resolve_precision,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "docs" / "results" / "learning-curve"
@@ -80,6 +84,7 @@ def measure(pairs: int, epochs: int, precision: str, workdir: Path) -> dict[str,
         "epochs": epochs,
         "precision": resolve_precision(config),
         "eval_precision": resolve_eval_precision(config),
+        "cpu": cpu_description(),
         "train_seconds": round(train_s, 1),
         "evaluate_seconds": round(evaluate_s, 1),
         "seed_seconds": round(train_s + evaluate_s if result.reused else result.wall_seconds, 1),

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from seedvar.training.device import cpu_description
+
 REPO = Path(__file__).resolve().parents[1]
 REDUCED = [
     "data.max_train_examples=640",  # 20 steps at batch 32
@@ -214,6 +216,7 @@ def main() -> None:
     seeds = list(range(args.seeds))
     results: dict[str, object] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "cpu": cpu_description(),
         "load_average_before": os.getloadavg(),
         "seeds": seeds,
         "recipe": ["--profile cpu", *REDUCED],

@@ -51,6 +51,7 @@ from seedvar.config import Config, load_config
 from seedvar.data.mnli import load_mnli
 from seedvar.data.tokenized import tokenize_cached
 from seedvar.pretrained import OFFLINE_MINILM, load_model, load_tokenizer
+from seedvar.training.device import cpu_description
 from seedvar.training.fit import fine_tune
 from seedvar.training.predict import predict_logits
 
@@ -285,6 +286,7 @@ def main() -> None:
     results: dict[str, object] = {
         "setup": {
             "machine": platform.machine(),
+            "cpu": cpu_description(),
             "threads": torch.get_num_threads(),
             "gpu": torch.cuda.get_device_name(0) if gpu else None,
             "torch": torch.__version__,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from seedvar.metrics import MNLI_MATCHED
 from seedvar.study.analysis import (
     agreement,
     bootstrap_mean_ci,
@@ -61,3 +64,12 @@ def test_compare_spread_ratios():
     assert result.loc["swap", "paper_range_ratio"] == pytest.approx(0.6 / 0.01)
     assert result.loc["swap", "ours_std_ratio"] == pytest.approx(0.2 / 0.01)
     assert result.loc["MNLI dev acc.", "paper_mean"] == pytest.approx(0.845)
+
+
+def test_equal_seeds_have_a_std_of_exactly_zero_and_one_seed_warns_of_nothing():
+    equal = pd.DataFrame({MNLI_MATCHED: [0.7, 0.7, 0.7], "Lexical (nonent)": [0.1, 0.1, 0.1]})
+    assert describe(equal, list(equal.columns))["std"].tolist() == [0.0, 0.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "Degrees of freedom <= 0" would fail here
+        one = compare_spread(equal.head(1), equal, ["Lexical (nonent)"])
+    assert one.loc["Lexical (nonent)", "ours_std"] == 0.0

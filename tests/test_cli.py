@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from unittest.mock import Mock
 
 import pytest
 
@@ -81,3 +82,63 @@ def test_evaluate_saved_weights_reproduces_the_training_run(study_dir: Path, cap
     assert evaluated == pytest.approx(trained, abs=1e-9)
     assert main(["evaluate", "runs/seed-2/model", *SMOKE]) == 2  # never overwritten
     assert "--force" in capsys.readouterr().err
+
+
+HEAVY = ("torch", "lightning", "transformers")
+REPORT_HEAVY = f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+
+
+@pytest.mark.parametrize(
+    "command", ["prepare", "train", "evaluate runs/seed-0/model", "aggregate", "sweep", "launch"]
+)
+def test_a_bad_value_stops_every_command_before_the_heavy_imports(study_dir: Path, command: str):
+    code = f"import sys; from seedvar.cli import main; c = main(sys.argv[1:]); {REPORT_HEAVY}; "
+    code += "sys.exit(c)"
+    bad = [*command.split(), *SMOKE, "--set", "train.epochs=0"]
+    done = run_command([sys.executable, "-c", code, *bad], timeout=QUICK)
+    assert done.returncode == 2 and done.stdout.strip() == "[]", done.stdout + done.stderr
+    assert done.stderr.startswith("seedvar: error: invalid configuration: train.epochs")
+
+
+def test_an_unknown_key_gets_did_you_mean(study_dir: Path, capsys: pytest.CaptureFixture):
+    assert main(["config", "--params", "nope.yaml"]) == 2
+    assert "--params nope.yaml: no such file" in capsys.readouterr().err
+    assert main(["config", "--set", "train.learnig_rate=1e-5"]) == 2
+    assert "did you mean 'learning_rate'?" in capsys.readouterr().err
+
+
+def test_a_spread_needs_two_seeds_per_trial(study_dir: Path, capsys: pytest.CaptureFixture):
+    assert main(["config", "--set", "sweep.seeds_per_trial=1"]) == 2
+    assert "a trial's spread across seeds needs two seeds" in capsys.readouterr().err
+
+
+def test_a_misspelled_model_without_the_hub_gets_did_you_mean(study_dir: Path, capsys):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        assert main(["train", *SMOKE, "--set", "model.name=bert-base-uncsed"]) == 2
+    error = capsys.readouterr().err
+    assert "model.name 'bert-base-uncsed' is not a local folder" in error
+    assert "did you mean 'bert-base-uncased'?" in error and "`make study`" in error
+
+
+def test_a_model_the_reachable_hub_does_not_have_is_named(study_dir: Path, capsys):
+    """The hub cannot be reached here: its answer for a name it does not know is mocked."""
+    import huggingface_hub
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    def not_found(name: str, **_: object) -> None:
+        response = Mock(status_code=404, headers={}, url=f"https://huggingface.co/{name}")
+        raise RepositoryNotFoundError(f"404: {name}", response=response)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("seedvar.hub.unreachable_reason", lambda: None)
+        patch.setattr(huggingface_hub, "model_info", not_found)
+        assert main(["train", *SMOKE, "--set", "model.name=bert-base-uncsed"]) == 2
+    error = capsys.readouterr().err
+    assert "model.name 'bert-base-uncsed': no such model on the Hugging Face hub" in error
+    assert "did you mean 'bert-base-uncased'?" in error and not Path("runs").exists()
+
+
+def test_config_prints_integer_bounds_as_integers(study_dir: Path, capsys: pytest.CaptureFixture):
+    assert main(["config", "--profile", "cpu"]) == 0
+    assert "      high: 3000\n      log: false\n      step: 500\n" in capsys.readouterr().out

@@ -10,6 +10,7 @@ tags say (see `tracking.runs_table_url`): this checks what a user sees, not what
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -119,9 +120,10 @@ def _wait_healthy(url: str, process: subprocess.Popen, log: Path) -> None:
     pytest.fail(f"mlflow ui did not answer within {SERVER_START} s:\n{log.read_text()[-3000:]}")
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[object]:
-    """Headless Chromium with a profile of its own (nothing in localStorage), via Selenium."""
+@pytest.fixture(scope="module")
+def chromium() -> Path:
+    """Debian's Chromium, its driver and Selenium, or the test fails (not skips) saying so;
+    asked for first, before the server starts."""
     missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
     if missing:
         pytest.fail(
@@ -129,12 +131,20 @@ def browser(tmp_path: Path) -> Iterator[object]:
             "(apt-get install -y chromium chromium-driver)"
         )
     try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
+        import selenium  # noqa: F401
     except ImportError:
         pytest.fail("selenium is not installed: pip install selenium (the dev set-up has it)")
+    return CHROMIUM
+
+
+@pytest.fixture
+def browser(chromium: Path, tmp_path: Path) -> Iterator[object]:
+    """Headless Chromium with a profile of its own (nothing in localStorage), via Selenium."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
     options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
+    options.binary_location = str(chromium)
     for flag in [*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
         options.add_argument(flag)
     # the driver given, Selenium Manager (which would download one) is not used
@@ -163,7 +173,7 @@ def test_ui_command_and_link_point_at_the_store_and_its_runs(study: tuple[Config
 
 
 def test_printed_link_opens_the_runs_table_with_the_seeds(
-    study: tuple[Config, Path], ui: str, browser: object
+    chromium: Path, study: tuple[Config, Path], ui: str, browser: object
 ) -> None:
     from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.common.by import By
@@ -192,7 +202,7 @@ def test_printed_link_opens_the_runs_table_with_the_seeds(
             )
 
     browser.get(link)
-    wait(f"document.body.innerText.includes({study_name!r})", "the study run in the runs table")
+    wait(f"document.body.innerText.includes({json.dumps(study_name)})", "the study run")
     route = urlsplit(browser.current_url).fragment
     assert route.startswith(f"/experiments/{experiment}/runs?"), route
     # the model-training side navigation (Runs, Models, Traces) with Runs current, not the
@@ -211,5 +221,5 @@ def test_printed_link_opens_the_runs_table_with_the_seeds(
         f"//a[normalize-space()={study_name!r}]/ancestor::div[@role='gridcell']//button",
     )
     expand.click()
-    shown = " && ".join(f"document.body.innerText.includes({name!r})" for name in seeds)
+    shown = " && ".join(f"document.body.innerText.includes({json.dumps(n)})" for n in seeds)
     wait(shown, f"the seed runs {seeds} under the study run")

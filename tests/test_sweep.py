@@ -147,3 +147,36 @@ def test_interrupted_sweep_resumes_and_retries_the_dead_trial(study_dir: Path, s
     (dead,) = [trial for trial in study.trials if trial.state.name == "FAIL"]
     (retry,) = [t for t in study.trials if t.system_attrs.get("failed_trial") == dead.number]
     assert retry.params == dead.params and retry.state.name == "COMPLETE"
+
+
+def test_ctrl_c_fails_the_trial_for_a_retry_and_ends_its_runs_killed(study_dir: Path, spawn):
+    options = [arg for item in SMOKE for arg in ("--set", item)]
+    command = [sys.executable, "-m", "seedvar.cli", "sweep", "--profile", "smoke", *options]
+    with Path("sweep.err").open("w") as errors:  # a file: a full pipe would stall the sweep
+        sweep = spawn(command, stdout=subprocess.DEVNULL, stderr=errors)
+    deadline = time.monotonic() + 240
+    while not list(Path("sweeps/seedvar-sweep").glob("*/seed-0.partial*/run.json")):
+        assert sweep.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)  # until the first trial's first seed has its MLflow run
+    sweep.send_signal(signal.SIGINT)
+    assert sweep.wait(timeout=QUICK) == 130
+    last_line = Path("sweep.err").read_text().strip().splitlines()[-1]
+    assert last_line == "seedvar sweep: interrupted; run the same command to resume"
+    study = optuna.load_study(study_name="seedvar-sweep", storage=STORAGE)
+    (failed,) = study.trials[:1]
+    assert failed.state.name == "FAIL"
+    (queued,) = [t for t in study.trials if t.user_attrs.get("retry_of") == failed.number]
+    assert queued.state.name == "WAITING" and queued.params == failed.params
+    (trial_run,) = _sweep_runs("seedvar-sweep")
+    assert trial_run.info.status == "KILLED"
+    assert {run.info.status for run in _children(trial_run.info.run_id)} == {"KILLED"}
+
+
+def test_a_space_key_given_replaces_that_key_and_a_whole_space_replaces_the_space():
+    one_key = load_config(None, ["sweep.space.epochs={choices: [1, 2]}"], profile="cpu")
+    assert set(one_key.sweep.space) == set(load_config(None, profile="cpu").sweep.space)
+    assert one_key.sweep.space["epochs"].choices == [1, 2]
+    assert one_key.sweep.space["epochs"].low is None  # the key replaced, not merged
+    whole = load_config(None, ["sweep.space={epochs: {choices: [1]}}"], profile="cpu")
+    assert set(whole.sweep.space) == {"epochs"}
+    assert set(load_config(None, profile="smoke").sweep.space) == {"learning_rate"}

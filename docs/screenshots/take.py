@@ -322,6 +322,7 @@ class Chromium:
         for step in range(1, 11):
             moved = {**mouse, "x": x + dx * step / 10, "buttons": 1}
             self.call("Input.dispatchMouseEvent", {**moved, "type": "mouseMoved"})
+            time.sleep(0.05)
         self.call("Input.dispatchMouseEvent", {**mouse, "x": x + dx, "type": "mouseReleased"})
         time.sleep(0.3)
         return True
@@ -432,8 +433,12 @@ class MLflowPages:
                 f".find(e => e.getAttribute('col-id') === {json.dumps(column)})"
             )
             browser.wait_for(header, f"the column {column}", timeout=30, settle=0.2)
-            now = browser.evaluate(f"{header}.getBoundingClientRect().width")
-            browser.drag(f"{header}.querySelector('.ag-header-cell-resize')", width - now)
+            for _ in range(3):  # a drag that the table took in part is done again
+                now = browser.evaluate(f"{header}.getBoundingClientRect().width")
+                if abs(width - now) < 3:
+                    break
+                browser.drag(f"{header}.querySelector('.ag-header-cell-resize')", width - now)
+                time.sleep(0.5)
         browser.call(  # away from the headers, whose tooltips would show
             "Input.dispatchMouseEvent", {"type": "mouseMoved", "x": 5, "y": HEIGHT - 5}
         )

@@ -90,6 +90,12 @@ class TrainConfig(Section):
     log_every_n_steps: StrictInt = Field(gt=0, json_schema_extra=OUTSIDE_RECIPE)
     checkpoint_every_n_steps: StrictInt = Field(gt=0, json_schema_extra=OUTSIDE_RECIPE)
 
+    @field_validator("eval_precision", mode="before")
+    @classmethod
+    def _precision_as_text(cls, value: Any) -> Any:
+        """`--set train.eval_precision=32` reads 32 as a number; it means "32"."""
+        return str(value) if type(value) is int else value
+
     @property
     def effective_init_seed(self) -> int:
         """Seed for the classifier head and dropout (defaults to `seed`)."""

@@ -70,14 +70,12 @@ def did_you_mean(name: str) -> str:
 
 def require_on_hub(name: str) -> None:
     """ModelError if the reachable hub has no model `name` (a typo, or a private model)."""
-    import huggingface_hub  # here only: most commands never need it
+    from huggingface_hub import model_info  # here only: most commands never need it
+    from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError
 
     try:
-        huggingface_hub.model_info(name, timeout=10)
-    except (
-        huggingface_hub.errors.RepositoryNotFoundError,
-        huggingface_hub.errors.HFValidationError,
-    ):
+        model_info(name, timeout=10)
+    except (RepositoryNotFoundError, HFValidationError):
         hint = did_you_mean(name) or "check the name"
         raise ModelError(
             f"model.name {name!r}: no such model on the Hugging Face hub and no local folder of "
