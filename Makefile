@@ -31,7 +31,7 @@ endif
 test: $(STAMP)  ## lint, format check, docs build (if mkdocs.yml), pytest (PYTEST_ARGS='-m "not slow"')
 	ruff check .
 	ruff format --check .
-	if [ -f mkdocs.yml ]; then mkdocs build --strict; fi
+	if [ -f mkdocs.yml ]; then NO_MKDOCS_2_WARNING=1 mkdocs build --strict; fi
 	python -m pytest $(PYTEST_ARGS)
 
 LOCK_FLAGS = pyproject.toml --extra dev --extra offline --extra ray --extra docs \

@@ -89,7 +89,8 @@ REPORT_HEAVY = f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
 
 
 @pytest.mark.parametrize(
-    "command", ["prepare", "train", "evaluate runs/seed-0/model", "aggregate", "sweep", "launch"]
+    "command",
+    ["prepare", "train", "evaluate runs/seed-0/model", "aggregate", "report", "sweep", "launch"],
 )
 def test_a_bad_value_stops_every_command_before_the_heavy_imports(study_dir: Path, command: str):
     code = f"import sys; from seedvar.cli import main; c = main(sys.argv[1:]); {REPORT_HEAVY}; "

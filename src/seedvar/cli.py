@@ -168,10 +168,10 @@ def _aggregate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    config = _config(args)
     from seedvar.study.report import report_study
     from seedvar.tracking import runs_table_url, ui_command
 
-    config = _config(args)
     written, run_id = report_study(config, args.results, args.output)
     print(
         f"report written to {args.output / 'report.html'} ({len(written)} files); "
