@@ -10,6 +10,7 @@ tags say (see `tracking.runs_table_url`): this checks what a user sees, not what
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shlex
@@ -21,27 +22,28 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from urllib.parse import urlsplit
 
 import pytest
 
 from seedvar import tracking
 from seedvar.config import Config, load_config
-from tests.conftest import seed_name, seed_runs
+from tests.conftest import REPO, seed_name, seed_runs
+
+
+def screenshots_script() -> ModuleType:
+    """docs/screenshots/take.py, which opens the UI along the same path."""
+    spec = importlib.util.spec_from_file_location("take", REPO / "docs/screenshots/take.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1600,1000",
-]
+FLAGS = [*screenshots_script().HEADLESS, "--window-size=1600,1000"]
 SEEDS = [0, 1, 2]
 SERVER_START = 180  # s: `mlflow ui` migrates a new SQLite store, then answers /health
 PAGE = 120  # s: the UI's first load on 2 busy cores

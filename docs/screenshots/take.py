@@ -180,18 +180,24 @@ def wait_http(url: str, process: subprocess.Popen, name: str, timeout: float = 1
     sys.exit(f"take: {name} did not answer {url} within {timeout:.0f} s")
 
 
+# headless, as root, on a closed network (no connection attempts): also tests/test_mlflow_ui.py
+HEADLESS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
 class Chromium:
     """Headless Chromium driven over the DevTools protocol on a pipe (fds 3 and 4)."""
 
     FLAGS = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
+        *HEADLESS,
         "--disable-dev-shm-usage",
         "--hide-scrollbars",
         "--remote-debugging-pipe",

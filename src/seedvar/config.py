@@ -371,10 +371,12 @@ def load_config(
         names = ", ".join(profile_names())
         raise ConfigError(f"unknown profile {chosen!r}; choose one of {names}")
     chosen_profile = read_params(PROFILES_DIR / f"{chosen}.yaml")
-    raw = _deep_merge(read_params(DEFAULTS), chosen_profile)
+    defaults = read_params(DEFAULTS)
+    raw = _deep_merge(defaults, chosen_profile)
     raw = _deep_merge(_deep_merge(raw, from_file), from_overrides)
     raw["sweep"]["space"] = search_space(
-        [chosen_profile, from_file, from_overrides], whole_in_overrides="sweep.space" in keys
+        [defaults, chosen_profile, from_file, from_overrides],
+        whole_in_overrides="sweep.space" in keys,
     )
     raw["profile"] = chosen
     origins = {"--set": from_overrides, str(params_path): from_file}
@@ -385,8 +387,8 @@ def load_config(
 def search_space(layers: list[dict[str, Any]], whole_in_overrides: bool) -> dict[str, Any]:
     """The sweep's search space: a `space:` in a profile or params file, or `--set
     sweep.space=...`, replaces the one below it whole; `--set sweep.space.KEY=...` replaces
-    that key only."""
-    space = copy.deepcopy(read_params(DEFAULTS)["sweep"]["space"])
+    that key only. `layers`: defaults, profile, params file, overrides."""
+    space: dict[str, Any] = {}
     *files, overrides = layers
     for layer in files:
         given = layer.get("sweep", {}).get("space")

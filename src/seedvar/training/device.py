@@ -58,31 +58,20 @@ def resolve_eval_precision(config: Config) -> str:
 def native_cpu_bf16() -> bool:
     """Whether this CPU computes bf16 in hardware (x86 avx512_bf16 or AMX), read from the
     kernel's CPU flags (torch has no public call for it); False where there are none."""
-    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+    return bool({"avx512_bf16", "amx_bf16"} & set(_cpuinfo("flags").split()))
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags as Linux reports them (empty elsewhere)."""
-    flags = (line for line in _cpuinfo_lines() if line.startswith("flags"))
-    return set(next(flags, "").partition(":")[2].split())
-
-
-def _cpuinfo_lines() -> list[str]:
+def _cpuinfo(field: str) -> str:
+    """The first value of `field` in Linux's /proc/cpuinfo ("" where there is none)."""
     cpuinfo = Path("/proc/cpuinfo")
-    return cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
+    return next((line.partition(":")[2].strip() for line in lines if line.startswith(field)), "")
 
 
 def cpu_description() -> str:
     """The CPU's model and torch's vector capability, with native bf16 or not: for benchmark
     results and a seed's provenance."""
-    model = next(
-        (
-            line.partition(":")[2].strip()
-            for line in _cpuinfo_lines()
-            if line.startswith("model name")
-        ),
-        platform.processor() or platform.machine(),
-    )
+    model = _cpuinfo("model name") or platform.processor() or platform.machine()
     bf16 = "native bf16" if native_cpu_bf16() else "no native bf16"
     return f"{model} ({torch.backends.cpu.get_cpu_capability()}, {bf16})"
 
