@@ -28,9 +28,10 @@ else
 	$(DVC) repro
 endif
 
-test: $(STAMP)  ## lint, format check, docs build (if mkdocs.yml), pytest (PYTEST_ARGS='-m "not slow"')
+test: $(STAMP)  ## lint, format and type checks, docs build (if mkdocs.yml), pytest (PYTEST_ARGS='-m "not slow"')
 	ruff check .
 	ruff format --check .
+	mypy
 	if [ -f mkdocs.yml ]; then NO_MKDOCS_2_WARNING=1 mkdocs build --strict; fi
 	python -m pytest $(PYTEST_ARGS)
 

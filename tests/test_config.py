@@ -60,6 +60,7 @@ def test_where_a_study_runs_is_not_its_recipe():
         ("train.precision=fp8", "train.precision: Input should be"),
         ("nonsense=1", "unknown key 'nonsense'"),
         ("train.epochs", "expected KEY=VALUE"),
+        ("seeds=[0, 1", r"--set 'seeds=\[0, 1': the value is not valid YAML \(.* at line 1"),
         ("profile=gpu", "unknown profile 'gpu'"),
         ("train.learning_rate=.inf", "train.learning_rate: Input should be a finite number"),
         (

@@ -66,8 +66,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Config, Pa
         uri = f"sqlite:///{folder / 'mlruns' / 'mlflow.db'}"
         (folder / "mlruns").mkdir()
         config = load_config(None, [f"tracking.uri={uri}", f"seeds={SEEDS}"], "smoke")
-        client, experiment = tracking.open_store(config)
-        parent = tracking.study_run_id(client, experiment, config)
+        parent = tracking.study_run_id(tracking.open_store(config), config)
         for seed in SEEDS:
             name = tracking.seed_run_name(config, seed)
             tags = {tracking.ROLE_TAG: "seed"}
@@ -161,7 +160,7 @@ def browser(chromium: Path, tmp_path: Path) -> Iterator[object]:
 
 def test_ui_command_and_link_point_at_the_store_and_its_runs(study: tuple[Config, Path]) -> None:
     config, folder = study
-    experiment = tracking.open_store(config)[1]
+    experiment = tracking.open_store(config).experiment_id
     assert tracking.ui_command(config) == (
         f"mlflow ui --backend-store-uri sqlite:///{folder / 'mlruns' / 'mlflow.db'} --port 5000"
     )
@@ -182,7 +181,7 @@ def test_printed_link_opens_the_runs_table_with_the_seeds(
     from selenium.webdriver.support.ui import WebDriverWait
 
     config, folder = study
-    experiment = tracking.open_store(config)[1]
+    experiment = tracking.open_store(config).experiment_id
     link = tracking.runs_table_url(config, host=ui)
     study_name = f"study {tracking.study_label(config)}"
     runs = seed_runs(folder)

@@ -9,11 +9,11 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
-from transformers import BertConfig, BertForSequenceClassification
+from transformers import BertForSequenceClassification
 
 from seedvar.data.mnli import load_mnli
 from seedvar.data.tokenized import tokenize_cached
-from seedvar.pretrained import TINY_CONFIG, TINY_RANDOM, load_model, load_tokenizer
+from seedvar.pretrained import TINY_RANDOM, load_model, load_tokenizer
 from seedvar.training.datamodule import NLIDataModule
 from seedvar.training.module import NLIClassifier
 from seedvar.training.predict import predict_logits
@@ -149,10 +149,11 @@ def test_compiled_model_trains_and_keeps_its_weight_names(examples, tmp_path: Pa
 
 
 def test_a_local_model_with_another_head_gets_a_new_three_way_head(tmp_path: Path):
-    config = BertConfig(vocab_size=len(load_tokenizer(TINY_RANDOM)), num_labels=2, **TINY_CONFIG)
+    config = load_model(TINY_RANDOM, 0).config
+    config.num_labels = 2
     two_way = BertForSequenceClassification(config)
     two_way.save_pretrained(tmp_path)
     model = load_model(str(tmp_path), 0)
-    assert model.classifier.weight.shape == (3, TINY_CONFIG["hidden_size"])
+    assert model.classifier.weight.shape == (3, config.hidden_size)
     assert model.config.id2label == {0: "entailment", 1: "neutral", 2: "contradiction"}
     assert torch.equal(model.bert.pooler.dense.weight, two_way.bert.pooler.dense.weight)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,10 +22,10 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
-import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import QUICK, REPO, STUDY, committed, run_command, seed_name, seed_runs
+from seedvar.sweep.trial import SUMMARIZED
+from tests.conftest import QUICK, STUDY, dvc_project, run_command, run_ok, seed_name, seed_runs
 
 pytestmark = pytest.mark.slow
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="pip install -e '.[ray]'")
@@ -74,6 +73,11 @@ def recipe_flags() -> list[str]:
 
 def on(cluster, *settings: str) -> list[str]:  # noqa: ANN001
     return flags(f"ray.address='{cluster.address}'", *settings)
+
+
+def launch_report(path: Path) -> dict:
+    """What `seedvar launch --report PATH` wrote: finished, already, failed, not_run, retried."""
+    return json.loads(path.read_text())
 
 
 def wait_for(condition, process: subprocess.Popen, timeout: float = 300) -> None:  # noqa: ANN001
@@ -129,35 +133,23 @@ def assert_same_predictions(reference: Path, project: Path, seeds: list[int]) ->
 
 
 @pytest.fixture(scope="module")
-def reference(cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+def reference(
+    cluster, dvc_environment, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, dict]]:
     """A git + DVC project (the smoke study, seeds 0-2) filled by one `seedvar launch` on the
     cluster: its seeds are the uninterrupted reference of the tests that interrupt them."""
-    project = tmp_path_factory.mktemp("project")
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    shutil.copytree(REPO / "src", project / "src", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "data" / "offline", project / "data" / "offline")
-    shutil.copy(REPO / "dvc.yaml", project)
-    params = yaml.safe_load(committed("params.yaml"))  # not the checkout's: see `committed`
-    params.update(profile="smoke", seeds=SEEDS, **RECIPE)
-    (project / "params.yaml").write_text(yaml.safe_dump(params))
-    for command in (
-        ["git", "init", "-q"],
-        ["dvc", "init", "-q"],
-        ["dvc", "config", "core.analytics", "false"],
-        ["git", "add", "-A"],
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
-    ):
-        done = run_command(command, cwd=project, env=env, timeout=QUICK)
-        assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
-    done = run_command(seedvar("launch", *on(cluster)), cwd=project, env=env, timeout=STUDY)
-    assert done.returncode == 0, done.stdout + done.stderr
-    yield project, done.stdout
+    project = dvc_project(
+        tmp_path_factory.mktemp("project"), profile="smoke", seeds=SEEDS, **RECIPE
+    )
+    report = project.parent / "launch.json"
+    run_ok(*seedvar("launch", *on(cluster), "--report", str(report)), cwd=project)
+    yield project, launch_report(report)
 
 
 def test_launch_trains_each_seed_once_and_dvc_repro_then_trains_nothing(cluster, reference):
-    project, output = reference
-    assert "3 of 3 seeds to train" in output and "3 of 3 seeds finished" in output
+    project, report = reference
+    assert report["finished"] == SEEDS and report["already"] == []
+    assert report["failed"] == {} and report["retried"] == {}
     assert_each_seed_once(project, SEEDS)
     client = MlflowClient(f"sqlite:///{project}/mlruns/mlflow.db")
     experiment = client.get_experiment_by_name("seedvar").experiment_id
@@ -166,17 +158,14 @@ def test_launch_trains_each_seed_once_and_dvc_repro_then_trains_nothing(cluster,
         [experiment], f"tags.`mlflow.parentRunId` = '{study.info.run_id}'"
     )
     assert sorted(seed_name(run) for run in children) == ["seed-0", "seed-1", "seed-2"]
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
 
-    again = run_command(seedvar("launch", *on(cluster)), cwd=project, env=env, timeout=STUDY)
-    assert again.returncode == 0 and "nothing to do" in again.stdout
+    again = project.parent / "again.json"
+    run_ok(*seedvar("launch", *on(cluster), "--report", str(again)), cwd=project)
+    assert launch_report(again)["already"] == SEEDS and launch_report(again)["finished"] == []
 
     files = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in project.glob("runs/seed-*/**/*")}
     runs_before = {run.info.run_id for run in seed_runs(project)}
-    repro = run_command(["dvc", "repro"], cwd=project, env=env, timeout=STUDY)
-    assert repro.returncode == 0, repro.stdout + repro.stderr
-    assert "Epoch" not in repro.stdout + repro.stderr  # no seed trained
+    run_ok("dvc", "repro", cwd=project)
     assert {run.info.run_id for run in seed_runs(project)} == runs_before  # no new seed run
     assert {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in files} == files  # untouched
     assert pd.read_csv(project / "results" / "seeds.csv")["seed"].tolist() == SEEDS
@@ -186,8 +175,9 @@ def test_launch_trains_each_seed_once_and_dvc_repro_then_trains_nothing(cluster,
 def test_a_node_removed_while_its_seed_trains_is_retried_and_counts_once(
     cluster, reference, study_dir: Path, spawn
 ):
+    report = study_dir / "launch.json"
     launch = spawn(
-        seedvar("launch", *recipe_flags(), *on(cluster, f"seeds={SEEDS}")),
+        seedvar("launch", *recipe_flags(), *on(cluster, f"seeds={SEEDS}"), "--report", str(report)),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -211,8 +201,8 @@ def test_a_node_removed_while_its_seed_trains_is_retried_and_counts_once(
     print(output)  # shown with -rP, and on failure
     assert launch.returncode == 0, output
     seed = int(folder.name.split(".")[0].removeprefix("seed-"))
-    assert f"seed {seed}: attempt {lost['attempt']} on node {node_id[:8]} stopped" in output
-    assert "Ray retries the seed, which resumes from its work" in output
+    assert launch_report(report)["retried"] == {str(seed): ["lost"]}
+    assert launch_report(report)["finished"] == SEEDS
     assert_each_seed_once(study_dir, SEEDS)
     (run,) = seed_runs(study_dir, seed)
     assert run.data.tags.get("seedvar.resumed") == "true"  # continued from its checkpoint
@@ -223,8 +213,10 @@ def test_a_frozen_task_is_replaced_and_the_late_one_does_no_harm(
     cluster, reference, study_dir: Path, spawn
 ):
     seeds = [0, 1]  # a free node for the replacement
+    report = study_dir / "launch.json"
+    settings = on(cluster, f"seeds={seeds}", "ray.stall_seconds=10")
     launch = spawn(
-        seedvar("launch", *recipe_flags(), *on(cluster, f"seeds={seeds}", "ray.stall_seconds=10")),
+        seedvar("launch", *recipe_flags(), *settings, "--report", str(report)),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -255,7 +247,8 @@ def test_a_frozen_task_is_replaced_and_the_late_one_does_no_harm(
     output, _ = launch.communicate(timeout=STUDY)
     print(output)  # shown with -rP, and on failure
     assert launch.returncode == 0, output
-    assert "sent no heartbeat" in output and f"attempt {frozen['attempt']}" in output
+    stalled = folder.name.split(".")[0].removeprefix("seed-")
+    assert launch_report(report)["retried"] == {stalled: ["stalled"]}
     deadline = time.monotonic() + 60
     while _alive(frozen["pid"]):  # it ended (Ray's cancel, or its fence), leaving no trace
         assert time.monotonic() < deadline
@@ -281,18 +274,19 @@ def _state(pid: int) -> str:
 
 def test_a_corrupt_data_file_fails_fast_with_its_error_and_no_retries(cluster, study_dir: Path):
     Path("hans.parquet").write_bytes(b"PAR1 this is not a parquet file")
+    settings = on(cluster, "data.hans=hans.parquet")
     done = run_command(
-        seedvar("launch", "--profile", "smoke", *on(cluster, "data.hans=hans.parquet")),
+        seedvar("launch", "--profile", "smoke", *settings, "--report", "launch.json"),
         timeout=STUDY,
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    failures = done.stderr.splitlines()
-    assert failures[-1].startswith("seedvar: error: 3 of 3 seeds did not finish")
-    listed = [line for line in failures if line.startswith("  seed")]
-    assert "hans.parquet: cannot be read as Parquet" in listed[0]  # the first error line
-    assert all("hans.parquet" in line or "not run" in line for line in listed)  # fail fast
-    assert "submitted again" not in done.stdout and "(a retry)" not in done.stdout
+    report = launch_report(Path("launch.json"))
+    assert report["finished"] == [] and report["retried"] == {}
+    assert sorted([*map(int, report["failed"]), *report["not_run"]]) == [0, 1, 2]
+    for failure in report["failed"].values():  # its first error line, not retried
+        assert failure["error_type"] == "DataError"
+        assert "hans.parquet: cannot be read as Parquet" in failure["error"]
     assert not Path("runs").exists() or not list(Path("runs").glob("seed-*"))
 
 
@@ -307,21 +301,24 @@ def test_a_sweep_runs_trials_at_once_and_survives_its_driver_being_killed(
     first.wait(timeout=QUICK)
     resumed = run_command(command, timeout=STUDY)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "taken up again" in resumed.stdout
 
     study = optuna.load_study(study_name="seedvar-sweep", storage=postgres_url)
     assert [t.number for t in study.trials] == [0, 1, 2]  # none lost, none counted twice
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
     assert study.trials[0].user_attrs["default"] is True
     table = pd.read_csv("results/sweep/trials.csv")
-    summary = {f"{s}/{c}" for s in ("mean", "std") for c in _summarized()}
+    summary = {f"{s}/{c}" for s in ("mean", "std") for c in SUMMARIZED}
     params = {"param/learning_rate", "param/hans_train_examples"}
     assert set(table.columns) == {"trial", "state", "default", *params, *summary}
 
     client = MlflowClient(f"sqlite:///{study_dir}/mlruns/mlflow.db")
     experiment = client.get_experiment_by_name("seedvar").experiment_id
-    trials = client.search_runs([experiment], "tags.`seedvar.sweep` = 'seedvar-sweep'")
+    trials = client.search_runs(
+        [experiment], "tags.`seedvar.sweep` = 'seedvar-sweep' and tags.`seedvar.role` = 'trial'"
+    )
     assert sorted(r.info.run_name for r in trials) == ["trial 0", "trial 1", "trial 2"]
+    # the trial whose driver died was taken up again, in its own MLflow run
+    assert any(trial.data.tags.get("seedvar.resumed") == "true" for trial in trials)
     spans = []
     for trial in trials:
         assert trial.info.status == "FINISHED"
@@ -332,15 +329,10 @@ def test_a_sweep_runs_trials_at_once_and_survives_its_driver_being_killed(
             "seed-0",
             "seed-1",
         ]
+        assert {s.data.tags["seedvar.sweep"] for s in seeds} == {"seedvar-sweep"}
         spans += [(s.info.start_time, s.info.end_time, trial.info.run_name) for s in seeds]
     overlapping = any(a[2] != b[2] and a[0] < b[1] and b[0] < a[1] for a in spans for b in spans)
     assert overlapping  # seeds of different trials trained at the same time
-
-
-def _summarized() -> list[str]:
-    from seedvar.sweep.objective import SUMMARIZED
-
-    return SUMMARIZED
 
 
 def test_pruning_on_ray_stops_the_trial_and_its_other_seed(cluster, study_dir: Path):
@@ -375,7 +367,9 @@ def test_pruning_on_ray_stops_the_trial_and_its_other_seed(cluster, study_dir: P
     assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE", "PRUNED"]
     client = MlflowClient(f"sqlite:///{study_dir}/mlruns/mlflow.db")
     experiment = client.get_experiment_by_name("seedvar").experiment_id
-    (trial,) = client.search_runs([experiment], "tags.`seedvar.sweep` = 'pruned'")
+    (trial,) = client.search_runs(
+        [experiment], "tags.`seedvar.sweep` = 'pruned' and tags.`seedvar.role` = 'trial'"
+    )
     assert trial.info.status == "KILLED" and trial.data.tags["seedvar.pruned"] == "true"
     seeds = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{trial.info.run_id}'")
     assert sorted(seed_name(s) for s in seeds) == ["seed-0", "seed-1"]

@@ -70,8 +70,9 @@ def test_make_study_of_the_paper_without_the_hub_stops_before_any_work(project: 
     assert not (project / "prepared").exists() and not list(project.glob("runs/seed-*"))
 
 
-def test_make_test_lints_builds_the_docs_and_runs_pytest():
+def test_make_test_lints_type_checks_builds_the_docs_and_runs_pytest():
     arguments = "PYTEST_ARGS=-q tests/test_recipe.py"
     done = run_command(make("test", arguments), cwd=REPO, timeout=QUICK * 3)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "mkdocs build --strict" in done.stdout and " passed" in done.stdout
+    assert "Success: no issues found" in done.stdout  # mypy over src/

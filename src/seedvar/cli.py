@@ -4,6 +4,7 @@ alike?). Each command works on the study of params.yaml; `seedvar config` shows 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -57,8 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = command("train", "fine-tune and evaluate one seed")
     train.add_argument("--seed", type=int, help="the seed (sets train.seed)")
-    train.add_argument("--force", action="store_true", help="retrain a finished seed")
-    train.add_argument(
+    finished = train.add_mutually_exclusive_group()
+    finished.add_argument("--force", action="store_true", help="retrain a finished seed")
+    finished.add_argument(
         "--reuse",
         action="store_true",
         help="keep a seed already finished with this recipe; retrain one of another recipe",
@@ -99,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument(
         "--force", action="store_true", help="retrain seeds finished with another recipe"
     )
+    launch.add_argument(
+        "--report",
+        type=Path,
+        help="also write what the launch did, seed by seed, to this JSON file",
+    )
     return parser
 
 
@@ -134,9 +141,10 @@ def _prepare(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     config = _config(args, *([f"train.seed={args.seed}"] if args.seed is not None else []))
     preflight(config, data=args.prepared is None)
-    from seedvar.study.seed import run_seed
+    from seedvar.study.seed import IfFinished, run_seed
 
-    result = run_seed(config, force=args.force, prepared=args.prepared, reuse=args.reuse)
+    if_finished: IfFinished = "replace" if args.force else "reuse" if args.reuse else "refuse"
+    result = run_seed(config, if_finished, prepared=args.prepared)
     print(
         f"seed {config.train.seed} finished in {result.wall_seconds:.0f} s: "
         f"{result.seed_dir} (MLflow run {result.run_id})"
@@ -226,6 +234,8 @@ def _launch(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
+    if args.report:
+        args.report.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
     done = len(report.finished) + len(report.already)
     summary = f"{done} of {len(config.seeds)} seeds finished in {config.output_dir}"
     if report.seconds:

@@ -25,6 +25,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonDict
 
 from seedvar.errors import ConfigError
 
@@ -35,8 +36,8 @@ DEFAULTS = PROFILES_DIR / "defaults.yaml"
 Finite = Annotated[float, AllowInfNan(False)]  # .inf and .nan are typos, not settings
 
 # A field's place in the recipe (what decides a seed's result), marked on the field itself:
-OUTSIDE_RECIPE = {"recipe": "no"}  # where a study runs, is cached and logged
-PER_SEED = {"recipe": "seed"}  # part of one seed's recipe, not of the study's
+OUTSIDE_RECIPE: JsonDict = {"recipe": "no"}  # where a study runs, is cached and logged
+PER_SEED: JsonDict = {"recipe": "seed"}  # part of one seed's recipe, not of the study's
 
 
 class Section(BaseModel):
@@ -193,7 +194,11 @@ class RayConfig(Section):
         return float(value)
 
 
-SWEPT_SECTIONS = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig}
+SWEPT_SECTIONS: dict[str, type[Section]] = {
+    "model": ModelConfig,
+    "data": DataConfig,
+    "train": TrainConfig,
+}
 
 
 def setting_path(key: str) -> str:
@@ -310,11 +315,20 @@ def _deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_override(text: str) -> dict[str, Any]:
-    """`train.learning_rate=3e-5` -> {"train": {"learning_rate": 3e-05}} (value parsed as YAML)."""
+    """`train.learning_rate=3.0e-5` -> {"train": {"learning_rate": 3e-05}} (value parsed as YAML).
+
+    Not OmegaConf's `from_dotlist`: it reads values unlike the PyYAML that reads params files
+    (`[1e-5]`: floats, not strings) and raises its own errors (`${` in a value)."""
     key, sep, raw_value = text.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. --set train.epochs=1")
-    value = yaml.safe_load(raw_value) if raw_value.strip() else None
+    try:
+        value = yaml.safe_load(raw_value) if raw_value.strip() else None
+    except yaml.YAMLError as error:
+        raise ConfigError(
+            f"--set {text!r}: the value is not valid YAML ({_yaml_problem(error)}); "
+            "fix it, or quote it to mean text"
+        ) from None
     tree: dict[str, Any] = {}
     node = tree
     *parents, leaf = key.strip().split(".")

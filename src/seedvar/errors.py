@@ -1,20 +1,32 @@
 """Errors a user can cause and fix; the CLI prints them as one line, without a trace."""
 
+from typing import ClassVar
+
 
 class SeedvarError(Exception):
-    """Base class: the message names the problem and the fix."""
+    """Base class: the message names the problem and the fix. `stops_launch`: a failure of
+    this kind would recur in every seed (bad input, a store or disk out of reach), so a launch
+    or a sweep stops instead of trying the other seeds."""
+
+    stops_launch: ClassVar[bool] = False
 
 
 class ConfigError(SeedvarError):
     """The configuration (params.yaml or --set) is invalid."""
 
+    stops_launch = True
+
 
 class DataError(SeedvarError):
     """A data file or data source cannot be used."""
 
+    stops_launch = True
+
 
 class ModelError(SeedvarError):
     """A model cannot be loaded."""
+
+    stops_launch = True
 
 
 class OutputExistsError(SeedvarError):
@@ -24,9 +36,13 @@ class OutputExistsError(SeedvarError):
 class TrackingError(SeedvarError):
     """The MLflow tracking store cannot be reached."""
 
+    stops_launch = True
+
 
 class DiskError(SeedvarError):
     """The output folder cannot be written, or its disk filled up during a run."""
+
+    stops_launch = True
 
 
 class DivergedError(SeedvarError):

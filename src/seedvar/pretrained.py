@@ -22,7 +22,6 @@ TINY_RANDOM = "tiny-random-bert"
 ID2LABEL = dict(enumerate(MNLI_LABELS))
 LABEL2ID = {label: index for index, label in ID2LABEL.items()}
 ATTENTION = "sdpa"  # PyTorch's fused scaled-dot-product attention (flash / memory-efficient)
-TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 
 
 def minilm_dir() -> Path:
@@ -55,11 +54,15 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
 def load_model(name: str, init_seed: int) -> PreTrainedModel:
     """A 3-way NLI classifier (GLUE label order); new weights are drawn from `init_seed`."""
     torch.manual_seed(init_seed)
-    labels = dict(num_labels=len(ID2LABEL), id2label=ID2LABEL, label2id=LABEL2ID)
-    if name == TINY_RANDOM:
-        vocab_size = len(load_tokenizer(name))
+    if name == TINY_RANDOM:  # sdpa attention: transformers' default where torch has it
         config = BertConfig(
-            vocab_size=vocab_size, attn_implementation=ATTENTION, **TINY_CONFIG, **labels
+            vocab_size=len(load_tokenizer(name)),
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            id2label=ID2LABEL,
+            label2id=LABEL2ID,
         )
         return BertForSequenceClassification(config)
     try:
@@ -68,7 +71,9 @@ def load_model(name: str, init_seed: int) -> PreTrainedModel:
             _source(name),
             attn_implementation=ATTENTION,
             ignore_mismatched_sizes=True,
-            **labels,
+            num_labels=len(ID2LABEL),
+            id2label=ID2LABEL,
+            label2id=LABEL2ID,
         )
     except (OSError, ValueError) as error:
         raise ModelError(_cannot_load(name, error)) from None

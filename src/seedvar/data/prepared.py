@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import datasets
 import pandas as pd
@@ -38,9 +40,12 @@ def inputs_key(config: Config) -> str:
     return short_hash({key: value for key, value in recipe if key.startswith(("model.", "data."))})
 
 
+Name = TypeVar("Name", bound=str)  # a set's name: a string, or an EvalSet
+
+
 def tokenize_sets(
-    frames: dict[str, pd.DataFrame], tokenizer: PreTrainedTokenizerBase, config: Config
-) -> dict[str, datasets.Dataset]:
+    frames: Mapping[Name, pd.DataFrame], tokenizer: PreTrainedTokenizerBase, config: Config
+) -> dict[Name, datasets.Dataset]:
     """Tokenize every frame (through the on-disk cache) at the config's max length."""
     cache_dir = Path(config.data.cache_dir)
     return {

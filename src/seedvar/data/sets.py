@@ -28,7 +28,8 @@ class StudySets:
 
     def named(self) -> dict[str, pd.DataFrame]:
         """Every set by name: train, validation, and the evaluation sets."""
-        return {"train": self.train, "validation": self.validation, **self.evaluation}
+        evaluation = {str(name): frame for name, frame in self.evaluation.items()}
+        return {"train": self.train, "validation": self.validation, **evaluation}
 
     @classmethod
     def from_named(cls, frames: dict[str, pd.DataFrame]) -> StudySets:

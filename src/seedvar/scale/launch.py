@@ -12,45 +12,46 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from seedvar import tracking
 from seedvar.config import Config
 from seedvar.errors import OutputExistsError
 from seedvar.metrics import MNLI_MATCHED
-from seedvar.scale.ray_tasks import (
-    Outcome,
-    SeedTask,
-    chosen_where_seeds_run,
-    import_ray,
-    ray_session,
-    seed_resources,
-)
+from seedvar.scale.cluster import chosen_where_seeds_run, import_ray, ray_session, seed_resources
+from seedvar.scale.protocol import Cause, SeedTask, Status, TaskKey, TaskResult
 from seedvar.scale.scheduler import Scheduler
 from seedvar.study.job import SeedJob
 
 POLL_SECONDS = 1.0
 STATUS_SECONDS = 60.0
-# failures that would recur in every seed: bad input, a store or disk out of reach
-STUDY_WIDE = ("ConfigError", "DataError", "ModelError", "TrackingError", "DiskError")
-
-
-def hits_every_seed(outcome: Outcome) -> bool:
-    """Whether a failure says the other seeds will fail too: bad input, or an error seedvar
-    does not know (a bug, a broken environment). A diverged seed, a lost node, a seed that
-    stalled too often, say nothing about the others."""
-    return outcome.error_type in STUDY_WIDE or outcome.detail is not None
 
 
 @dataclass
 class LaunchReport:
-    """What a launch did, seed by seed."""
+    """What a launch did, seed by seed (`as_dict`: the same, as `seedvar launch --report`
+    writes it)."""
 
     finished: list[int] = field(default_factory=list)  # trained (or completed) now
     already: list[int] = field(default_factory=list)  # finished before this launch
-    failed: dict[int, Outcome] = field(default_factory=dict)
+    failed: dict[int, TaskResult] = field(default_factory=dict)
     not_run: list[int] = field(default_factory=list)  # stopped after a failure of the study
-    retried: dict[int, list[str]] = field(default_factory=dict)
+    retried: dict[int, list[Cause]] = field(default_factory=dict)
     seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        failed = {
+            seed: {"error": result.error, "error_type": result.error_type}
+            for seed, result in sorted(self.failed.items())
+        }
+        return {
+            "finished": sorted(self.finished),
+            "already": sorted(self.already),
+            "failed": failed,
+            "not_run": sorted(self.not_run),
+            "retried": {seed: list(map(str, why)) for seed, why in sorted(self.retried.items())},
+            "seconds": round(self.seconds, 1),
+        }
 
     @property
     def ok(self) -> bool:
@@ -60,8 +61,8 @@ class LaunchReport:
         """One line per failed seed (seeds with the same error share a line), then those not
         run."""
         by_error: dict[str, list[int]] = {}
-        for seed, outcome in sorted(self.failed.items()):
-            by_error.setdefault(outcome.error or "unknown error", []).append(seed)
+        for seed, result in sorted(self.failed.items()):
+            by_error.setdefault(result.error or "unknown error", []).append(seed)
         lines = [f"{_seeds(seeds)}: {error}" for error, seeds in by_error.items()]
         if self.not_run:
             lines.append(f"{_seeds(self.not_run)}: not run (stopped after the failure above)")
@@ -112,7 +113,7 @@ def launch(
     with ray_session(config.ray) as cluster:
         resources = seed_resources(config, cluster)
         config = chosen_where_seeds_run(ray, config, resources)
-        study_run = tracking.study_run_id(*tracking.open_store(config), config)
+        study_run = tracking.study_run_id(tracking.open_store(config), config)
         echo(f"{cluster.describe()}")
         echo(
             f"{len(todo)} of {len(config.seeds)} seeds to train ({len(report.already)} finished "
@@ -124,7 +125,7 @@ def launch(
         scheduler = Scheduler(ray, config.ray, resources, echo)
         for seed in todo:
             task = SeedTask(
-                key=f"seed {seed}",
+                key=TaskKey(seed),
                 config=config.with_seed(seed),
                 project_dir=project_dir,
                 prepared=str(prepared) if prepared else None,
@@ -136,40 +137,42 @@ def launch(
         except BaseException:
             scheduler.cancel_all()
             raise
-        report.retried = {int(k.split()[-1]): why for k, why in scheduler.retried.items()}
+        report.retried = {key.seed: why for key, why in scheduler.retried.items()}
     _reconcile_runs(config, report.finished, study_run)
     report.seconds = time.monotonic() - started
     return report
 
 
-def _drive(scheduler: Scheduler, report: LaunchReport, todo: list[int], echo) -> None:
-    """Collect outcomes until every seed has one; after a failure that would hit every seed
+def _drive(
+    scheduler: Scheduler, report: LaunchReport, todo: list[int], echo: Callable[[str], None]
+) -> None:
+    """Collect results until every seed has one; after a failure that would hit every seed
     (bad data, bad config), cancel the seeds that have not started."""
     last_status = time.monotonic()
     stopping = False
-    while len(scheduler):
-        for outcome in scheduler.wait(POLL_SECONDS):
-            seed = outcome.seed
-            if outcome.status in ("finished", "reused"):
+    while scheduler.running:
+        for result in scheduler.wait(POLL_SECONDS):
+            seed = result.key.seed
+            if result.status.done:
                 report.finished.append(seed)
-                accuracy = (outcome.metrics or {}).get(MNLI_MATCHED)
+                accuracy = (result.metrics or {}).get(MNLI_MATCHED)
                 score = f", MNLI-m {accuracy:.4f}" if accuracy is not None else ""
-                how = "finished" if outcome.status == "finished" else "was found finished"
-                echo(f"seed {seed} {how} in {outcome.seconds:.0f} s{score}")
-            else:
-                report.failed[seed] = outcome
-                echo(f"seed {seed} FAILED: {outcome.error}")
-                if outcome.detail:
-                    echo(outcome.detail.rstrip())
-                if hits_every_seed(outcome) and not stopping:
-                    stopping = True
-                    started = scheduler.started()
-                    waiting = [key for key in scheduler.running if key not in started]
-                    for key in waiting:
-                        scheduler.cancel(key)
-                        report.not_run.append(int(key.split()[-1]))
-                    if waiting:
-                        echo(f"stopping: {len(waiting)} seeds that had not started are not run")
+                how = "was found finished" if result.status is Status.REUSED else "finished"
+                echo(f"seed {seed} {how} in {result.seconds:.0f} s{score}")
+                continue
+            report.failed[seed] = result
+            echo(f"seed {seed} FAILED: {result.error}")
+            if result.detail:
+                echo(result.detail.rstrip())
+            if result.stops_launch and not stopping:
+                stopping = True
+                started = scheduler.activity()
+                waiting = [key for key in scheduler.running if key not in started]
+                for key in waiting:
+                    scheduler.cancel(key)
+                    report.not_run.append(key.seed)
+                if waiting:
+                    echo(f"stopping: {len(waiting)} seeds that had not started are not run")
         if time.monotonic() - last_status >= STATUS_SECONDS:
             last_status = time.monotonic()
             echo(_status(scheduler, report, len(todo)))
@@ -178,12 +181,12 @@ def _drive(scheduler: Scheduler, report: LaunchReport, todo: list[int], echo) ->
 def _status(scheduler: Scheduler, report: LaunchReport, total: int) -> str:
     activity = scheduler.activity()
     shown = []
-    for key, info in sorted(activity.items())[:4]:
-        progress = f" {info['step']}/{info['total']}" if info.get("phase") == "training" else ""
-        shown.append(f"{key} {info['phase']}{progress}")
+    for key, beat in sorted(activity.items(), key=lambda item: item[0].seed)[:4]:
+        progress = f" {beat.step}/{beat.total}" if beat.phase == "training" else ""
+        shown.append(f"{key} {beat.phase}{progress}")
     more = f", +{len(activity) - 4} more" if len(activity) > 4 else ""
     running = f" ({'; '.join(shown)}{more})" if shown else ""
-    waiting = len(scheduler) - len(activity)
+    waiting = len(scheduler.running) - len(activity)
     return (
         f"[{time.strftime('%H:%M:%S')}] {len(report.finished)}/{total} finished, "
         f"{len(activity)} running{running}, {waiting} waiting, {len(report.failed)} failed"
@@ -196,23 +199,23 @@ def _reconcile_runs(config: Config, seeds: list[int], study_run: str) -> None:
     cannot see into, such as between creating its run and recording it) ends KILLED."""
     if not seeds:
         return
-    client, experiment = tracking.open_store(config)
+    store = tracking.open_store(config)
     published = {}
     for seed in seeds:
         job = SeedJob(Path(config.output_dir), seed)
         if job.finished_metrics() is not None:
             published[tracking.seed_run_name(config, seed)] = job.finished_run_id()
     for run_id in published.values():
-        if client.get_run(run_id).info.status != tracking.FINISHED:
-            tracking.TrackedRun(client, run_id).end(
+        if store.client.get_run(run_id).info.status != tracking.FINISHED:
+            tracking.TrackedRun(store.client, run_id).end(
                 tracking.FINISHED, {"seedvar.reconciled": "true"}
             )
-    running = client.search_runs(
-        [experiment],
+    running = store.client.search_runs(
+        [store.experiment_id],
         f"tags.`{tracking.PARENT_TAG}` = '{study_run}' and attributes.status = 'RUNNING'",
     )
     for run in running:
         if run.info.run_name in published and run.info.run_id != published[run.info.run_name]:
-            tracking.TrackedRun(client, run.info.run_id).end(
+            tracking.TrackedRun(store.client, run.info.run_id).end(
                 tracking.KILLED, {"seedvar.orphaned": "true"}
             )

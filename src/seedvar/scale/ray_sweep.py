@@ -37,33 +37,26 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
 from seedvar import tracking
 from seedvar.config import Config
 from seedvar.errors import ConfigError, SeedvarError
-from seedvar.metrics import HANS_NON_ENTAILED, MNLI_MATCHED
-from seedvar.scale.launch import POLL_SECONDS, hits_every_seed, task_config
-from seedvar.scale.ray_tasks import (
-    Outcome,
-    SeedTask,
-    TrialLink,
-    import_ray,
-    ray_session,
-    seed_resources,
-)
+from seedvar.scale.cluster import import_ray, ray_session, seed_resources
+from seedvar.scale.launch import POLL_SECONDS, task_config
+from seedvar.scale.protocol import SeedTask, Status, TaskKey, TaskResult, TrialLink
 from seedvar.scale.scheduler import Scheduler
-from seedvar.sweep.objective import (
-    MLFLOW_RUN_ATTR,
-    OUTPUT_DIR_ATTR,
-    SEEDS_ATTR,
-    SWEEP_TAG,
-    seed_summary,
-    tracking_key,
-)
-from seedvar.sweep.space import suggest, trial_config
+from seedvar.sweep.space import drawn, trial_config
 from seedvar.sweep.storage import rdb_storage
-from seedvar.sweep.study import FINISHED, prepare_study
+from seedvar.sweep.study import FINISHED, prepare_study, trial_id
+from seedvar.sweep.trial import (
+    SWEEP_TAG,
+    TRIAL_NUMBER_TAG,
+    record_trial,
+    seed_tags,
+    start_trial_run,
+)
 
 LEASE = "seedvar.ray_driver"
 LEASE_SECONDS = 60.0
@@ -75,18 +68,19 @@ class SweepFailed(SeedvarError):
 
 @dataclass
 class TrialRun:
-    """A trial in flight: its configuration, MLflow run and what its seeds returned."""
+    """A trial in flight: its Optuna trial, configuration, MLflow run and what its seeds
+    returned."""
 
-    number: int
-    trial_id: int
+    trial: optuna.Trial
     params: dict[str, Any]
     config: Config
     run: tracking.TrackedRun | None = None
-    outcomes: dict[int, Outcome] = field(default_factory=dict)  # seed index -> outcome
+    results: dict[int, TaskResult] = field(default_factory=dict)  # by seed
     told: bool = False
 
-    def key(self, index: int) -> str:
-        return f"trial {self.number} seed {index}"
+    @property
+    def number(self) -> int:
+        return self.trial.number
 
 
 class Lease:
@@ -136,7 +130,8 @@ def run_sweep_on_ray(base: Config, echo: Callable[[str], None] = print) -> optun
     pruned; several trials at once, as many as the cluster runs seeds for."""
     ray = import_ray()
     base = task_config(base)
-    study = prepare_study(base, rdb_storage(base.sweep.storage, None, 0))  # ask-and-tell
+    storage = rdb_storage(base.sweep.storage, None, 0)  # ask-and-tell: no Optuna heartbeats
+    study = prepare_study(base, storage)
     if len(study.get_trials(states=FINISHED)) >= base.sweep.n_trials:
         return study
     lease = Lease(study)
@@ -153,7 +148,8 @@ def run_sweep_on_ray(base: Config, echo: Callable[[str], None] = print) -> optun
                 f"sweep {base.sweep.study_name}: {base.sweep.n_trials} trials x {k} seeds, "
                 f"{resources.describe()}: up to {at_once} trials at once"
             )
-            driver = Driver(base, study, Scheduler(ray, base.ray, resources, echo), echo)
+            scheduler = Scheduler(ray, base.ray, resources, echo)
+            driver = Driver(base, study, storage, scheduler, echo)
             driver.run(at_once, lease)
     finally:
         lease.release()
@@ -169,13 +165,18 @@ class Driver:
     """Asks Optuna for trials, runs their seeds through the scheduler, tells Optuna."""
 
     def __init__(
-        self, base: Config, study: optuna.Study, scheduler: Scheduler, echo: Callable[[str], None]
+        self,
+        base: Config,
+        study: optuna.Study,
+        storage: BaseStorage,
+        scheduler: Scheduler,
+        echo: Callable[[str], None],
     ) -> None:
-        self.base, self.study, self.scheduler, self.echo = base, study, scheduler, echo
+        self.base, self.study, self.storage = base, study, storage
+        self.scheduler, self.echo = scheduler, echo
         self.project_dir = base.ray.project_dir or str(Path.cwd())
         self.active: dict[int, TrialRun] = {}  # by trial number; seeds submitted
         self.waiting: list[TrialRun] = []  # the same configuration as an active trial
-        self.owner: dict[str, tuple[TrialRun, int]] = {}  # task key -> trial, seed index
         self.failures: list[str] = []
         self.failed_trials = 0
 
@@ -188,8 +189,8 @@ class Driver:
                 self._ask(at_once)
                 if not self.active and not self.waiting:
                     return
-                for outcome in self.scheduler.wait(POLL_SECONDS):
-                    self._record(outcome)
+                for result in self.scheduler.wait(POLL_SECONDS):
+                    self._record(result)
         except BaseException:
             self.scheduler.cancel_all()
             raise
@@ -204,12 +205,8 @@ class Driver:
             if done + len(self.active) + len(self.waiting) >= self.base.sweep.n_trials:
                 return
             trial = self.study.ask()  # an enqueued trial first (the base configuration)
-            space = self.base.sweep.space
-            params = {key: suggest(trial, key, spec) for key, spec in space.items()}
-            self._start(TrialRun(trial.number, trial._trial_id, params, self._config(params)))
-
-    def _config(self, params: dict[str, Any]) -> Config:
-        return trial_config(self.base, params)
+            params = drawn(trial, self.base.sweep.space)
+            self._start(TrialRun(trial, params, trial_config(self.base, params)))
 
     def _adopt(self, frozen: optuna.trial.FrozenTrial) -> None:
         """Take up a trial left RUNNING by a driver that died."""
@@ -218,101 +215,78 @@ class Driver:
             self.echo(f"trial {frozen.number}: left half-drawn by a driver that died; failed")
             return
         self.echo(f"trial {frozen.number}: taken up again (its driver died)")
-        trial = TrialRun(
-            frozen.number, frozen._trial_id, frozen.params, self._config(frozen.params)
+        handle = optuna.trial.Trial(
+            self.study, trial_id(self.storage, self.study.study_name, frozen.number)
         )
-        self._start(trial)
+        self._start(TrialRun(handle, frozen.params, trial_config(self.base, frozen.params)))
 
     def _start(self, trial: TrialRun) -> None:
         if any(other.config.hash() == trial.config.hash() for other in self.active.values()):
             self.waiting.append(trial)  # its seeds are the other trial's: reuse them after it
             return
-        sweep = self.base.sweep
-        tags = {
-            tracking.ROLE_TAG: "trial",
-            SWEEP_TAG: sweep.study_name,
-            "optuna.trial_number": str(trial.number),
-        }
         earlier = self._trial_run_id(trial.number)
-        trial.run = tracking.start_run(
-            trial.config, f"trial {trial.number}", tags=tags, resume_run_id=earlier
-        )
-        if earlier is None:
-            params = {f"trial.{k}": v for k, v in trial.params.items()}
-            trial.run.log_params({**params, **trial.config.recipe(per_seed=False)})
+        trial.run = start_trial_run(trial.trial, trial.config, trial.params, earlier)
         self.active[trial.number] = trial
         self.echo(f"trial {trial.number} started: {_shown(trial.params)}")
-        for index in range(sweep.seeds_per_trial):
-            key = trial.key(index)
-            self.owner[key] = (trial, index)
-            self.scheduler.submit(
-                SeedTask(
-                    key=key,
-                    config=trial.config.with_seed(index),
-                    project_dir=self.project_dir,
-                    parent_run_id=trial.run.run_id,
-                    trial=TrialLink(trial.trial_id, trial.number, reports=index == 0),
-                )
+        for seed in range(self.base.sweep.seeds_per_trial):
+            task = SeedTask(
+                key=TaskKey(seed, trial.number),
+                config=trial.config.with_seed(seed),
+                project_dir=self.project_dir,
+                parent_run_id=trial.run.run_id,
+                run_tags=seed_tags(trial.config),
+                trial=TrialLink(trial.number, reports=seed == 0),
             )
+            self.scheduler.submit(task)
 
     def _trial_run_id(self, number: int) -> str | None:
         """The MLflow run of trial `number` if a driver that died had opened it."""
-        client, experiment = tracking.open_store(self.base)
-        found = client.search_runs(
-            [experiment],
+        store = tracking.open_store(self.base)
+        found = store.client.search_runs(
+            [store.experiment_id],
             f"tags.`{SWEEP_TAG}` = '{self.base.sweep.study_name}' and "
-            f"tags.`optuna.trial_number` = '{number}' and tags.`{tracking.ROLE_TAG}` = 'trial'",
+            f"tags.`{TRIAL_NUMBER_TAG}` = '{number}' and tags.`{tracking.ROLE_TAG}` = 'trial'",
             max_results=1,
         )
         return found[0].info.run_id if found else None
 
-    def _record(self, outcome: Outcome) -> None:
+    def _record(self, result: TaskResult) -> None:
         """A seed is back. A pruned or failed seed ends its trial in Optuna at once, which the
         trial's other seeds, still training, read from the storage and stop on."""
-        trial, index = self.owner.pop(outcome.key)
-        trial.outcomes[index] = outcome
-        if outcome.status == "pruned" and not trial.told:
+        assert result.key.trial is not None  # a sweep's keys name their trial
+        trial = self.active[result.key.trial]
+        trial.results[result.key.seed] = result
+        if result.status is Status.PRUNED and not trial.told:
             self.study.tell(trial.number, state=TrialState.PRUNED, skip_if_finished=True)
             trial.told = True
-            self.echo(f"trial {trial.number} pruned ({outcome.error})")
-        elif outcome.status == "failed" and not trial.told:
+            self.echo(f"trial {trial.number} pruned ({result.error})")
+        elif result.status is Status.FAILED and not trial.told:
             self.study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
             trial.told = True
             self.failed_trials += 1
-            self.echo(f"trial {trial.number} FAILED: {outcome.key}: {outcome.error}")
-            if outcome.detail:
-                self.echo(outcome.detail.rstrip())
-            if hits_every_seed(outcome):
-                self.failures.append(f"trial {trial.number} {outcome.key}: {outcome.error}")
-        if len(trial.outcomes) == self.base.sweep.seeds_per_trial:
+            self.echo(f"trial {trial.number} FAILED: {result.key}: {result.error}")
+            if result.detail:
+                self.echo(result.detail.rstrip())
+            if result.stops_launch:
+                self.failures.append(f"{result.key}: {result.error}")
+        if len(trial.results) == self.base.sweep.seeds_per_trial:
             self._close(trial)
 
     def _close(self, trial: TrialRun) -> None:
         """All seeds are back: end the trial in Optuna (once) and in MLflow."""
         del self.active[trial.number]
-        statuses = {outcome.status for outcome in trial.outcomes.values()}
+        statuses = {result.status for result in trial.results.values()}
         assert trial.run is not None
-        if statuses & {"failed", "stopped"}:
+        if statuses & {Status.FAILED, Status.STOPPED}:
             trial.run.end(tracking.FAILED)
-        elif "pruned" in statuses:
+        elif Status.PRUNED in statuses:
             trial.run.end(tracking.KILLED, {"seedvar.pruned": "true"})
         else:
-            metrics = [trial.outcomes[i].metrics or {} for i in sorted(trial.outcomes)]
-            summary = seed_summary(metrics)
-            handle = optuna.trial.Trial(self.study, trial.trial_id)
-            for key, value in summary.items():
-                handle.set_user_attr(key, value)
-            handle.set_user_attr(OUTPUT_DIR_ATTR, trial.config.output_dir)
-            handle.set_user_attr(SEEDS_ATTR, sorted(trial.outcomes))
-            handle.set_user_attr(MLFLOW_RUN_ATTR, trial.run.run_id)
-            accuracy = summary[f"mean/{MNLI_MATCHED}"]
-            values = [accuracy]
-            if self.base.sweep.mode == "accuracy_and_spread":
-                values.append(summary[f"std/{HANS_NON_ENTAILED}"])
+            metrics = {seed: result.metrics or {} for seed, result in trial.results.items()}
+            values = record_trial(trial.trial, trial.config, metrics, trial.run)
             self.study.tell(trial.number, values, skip_if_finished=True)
-            trial.run.log_raw_metrics({tracking_key(k): v for k, v in summary.items()})
             trial.run.end(tracking.FINISHED)
-            self.echo(f"trial {trial.number} complete: mean MNLI-m accuracy {accuracy:.4f}")
+            self.echo(f"trial {trial.number} complete: mean MNLI-m accuracy {values[0]:.4f}")
         for waiting in [t for t in self.waiting if t.config.hash() == trial.config.hash()]:
             self.waiting.remove(waiting)
             self._start(waiting)

@@ -1,17 +1,19 @@
 """Sees seed tasks through on Ray, so that each seed ends once: finished (or found finished),
 pruned, or failed with its first error line.
 
-- A node or a worker process that dies: Ray retries the task (up to `ray.max_retries`; with
-  `retry_exceptions=False`, never for an error of the task's own). The retry takes the seed's
-  work over and resumes from its last checkpoint, in the same MLflow run.
-- An attempt that stops beating while its node is alive (a frozen process, a paused VM, a process
-  hung in a system call): Ray would wait for it forever. After `ray.stall_seconds` without a
-  heartbeat the scheduler force-cancels it (Ray kills the process as soon as the process can
-  answer) and submits the seed again (at most `ray.max_retries` times). The new attempt takes
-  the work over, so if the stalled one ever runs again it finds its work gone and stops without
-  touching the seed or its MLflow run (study/job.py).
-- An attempt whose work another process took over (a second `seedvar launch` on the same
-  study, say) is submitted again; the new attempt returns at once if the seed is published.
+Every retry is the scheduler's own resubmission (Ray's are off), counted against
+`ray.max_retries` per seed, for one of three causes:
+- lost: the task's worker process or its node died (ray.get raises);
+- stalled: the attempt sent no heartbeat for `ray.stall_seconds` while its process lives (frozen,
+  paused, hung in a system call), which Ray would wait for forever: it is force-cancelled (Ray
+  kills the process as soon as the process can answer);
+- taken over: another process took the attempt's work over (a second `seedvar launch`).
+The new attempt takes the work over and resumes from its last checkpoint, so a stalled attempt
+that runs again finds its work gone and stops without touching the seed (study/job.py).
+
+Heartbeats go to a board (a Ray actor) and are stamped with its clock, so the driver never
+compares the clocks of two machines; a beat carries its submission's number, so a late beat of
+a replaced attempt is told apart from the current one's.
 """
 
 from __future__ import annotations
@@ -19,40 +21,44 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from seedvar.config import RayConfig
 from seedvar.errors import first_line
-from seedvar.scale.ray_tasks import (
-    HEARTBEATS_PER_STALL,
-    Outcome,
-    SeedResources,
-    SeedTask,
-    alive_nodes,
-    remote_seed_task,
-    start_board,
-)
+from seedvar.scale.cluster import SeedResources
+from seedvar.scale.protocol import Beat, Cause, SeedTask, Status, TaskKey, TaskResult
+from seedvar.scale.task import run_seed_task
 
-ENDED = ("finished", "reused", "pruned", "stopped", "superseded", "failed")
-BOARD_TIMEOUT = 30.0
+BEATS_PER_STALL = 5  # an attempt beats this many times within ray.stall_seconds
+
+
+class Board:
+    """The latest heartbeat of each seed's newest submission (a Ray actor)."""
+
+    def __init__(self) -> None:
+        self.beats: dict[TaskKey, Beat] = {}
+
+    def beat(self, key: TaskKey, beat: Beat) -> None:
+        held = self.beats.get(key)
+        if held is None or beat.submission >= held.submission:
+            beat.at = time.monotonic()
+            self.beats[key] = beat
+
+    def read(self) -> tuple[float, dict[TaskKey, Beat]]:
+        return time.monotonic(), self.beats
 
 
 @dataclass
-class Running:
-    """A seed in the scheduler's hands: its task, the Ray reference of its current submission,
-    and the attempts it has seen and given up on."""
+class Submission:
+    """A seed in the scheduler's hands: its task as last submitted and that task's reference."""
 
     task: SeedTask
     ref: Any
-    submissions: int = 1
-    announced: set[str] = field(default_factory=set)
-    abandoned: set[str] = field(default_factory=set)
-    retries: list[str] = field(default_factory=list)  # why it was run again, in order
 
 
 class Scheduler:
-    """Submits seed tasks and collects their outcomes, retrying what a retry can fix."""
+    """Submits seed tasks and collects their results, retrying what a retry can fix."""
 
     def __init__(
         self,
@@ -61,66 +67,50 @@ class Scheduler:
         resources: SeedResources,
         echo: Callable[[str], None],
     ) -> None:
-        self.ray = ray
-        self.settings = settings
-        self.resources = resources
-        self.echo = echo
-        self.board = start_board(ray)
-        self.remote = remote_seed_task(ray)
-        self.running: dict[str, Running] = {}
-        self.beats: dict[str, dict[str, dict[str, Any]]] = {}
-        self.retried: dict[str, list[str]] = {}  # key -> why, for every seed run again
-
-    def __len__(self) -> int:
-        return len(self.running)
+        self.ray, self.settings, self.resources, self.echo = ray, settings, resources, echo
+        self.board = _start_board(ray)
+        self.remote = ray.remote(run_seed_task)
+        self.running: dict[TaskKey, Submission] = {}
+        self.retried: dict[TaskKey, list[Cause]] = {}  # every seed submitted again, and why
+        self.board_time = 0.0
+        self.beats: dict[TaskKey, Beat] = {}
 
     def submit(self, task: SeedTask) -> None:
         """Run `task` (its key must not be running already)."""
-        task = replace(
-            task,
-            threads=self.resources.threads,
-            heartbeat_seconds=max(0.5, self.settings.stall_seconds / HEARTBEATS_PER_STALL),
-        )
-        self.running[task.key] = Running(task, self._submit(task))
+        beat_seconds = max(0.5, self.settings.stall_seconds / BEATS_PER_STALL)
+        task = replace(task, threads=self.resources.threads, beat_seconds=beat_seconds)
+        self.running[task.key] = Submission(task, self._remote(task))
 
-    def _submit(self, task: SeedTask) -> Any:
-        options = {
-            "num_cpus": self.resources.cpus,
-            "num_gpus": self.resources.gpus,
-            "max_retries": self.settings.max_retries,
-            "retry_exceptions": False,
-            "name": f"seedvar {task.key}",
-        }
-        return self.remote.options(**options).remote(task, self.board)
+    def _remote(self, task: SeedTask) -> Any:
+        return self.remote.options(
+            num_cpus=self.resources.cpus,
+            num_gpus=self.resources.gpus,
+            max_retries=0,  # retries are the scheduler's: see the module's docstring
+            name=f"seedvar {task.key}",
+        ).remote(task, self.board)
 
-    def started(self) -> set[str]:
-        """The running keys that any attempt has begun (beaten at least once), as of now."""
-        with suppress(Exception):  # a board being restarted: what was last seen
-            self.beats = self.ray.get(self.board.snapshot.remote(), timeout=BOARD_TIMEOUT)[1]
-        return {key for key in self.running if self.beats.get(key)}
-
-    def cancel(self, key: str) -> None:
+    def cancel(self, key: TaskKey) -> None:
         """Stop `key` now (its work in progress stays, for a later command to resume)."""
-        running = self.running.pop(key)
-        self.ray.cancel(running.ref, force=True)
+        self.ray.cancel(self.running.pop(key).ref, force=True)
 
     def cancel_all(self) -> None:
         for key in list(self.running):
             self.cancel(key)
 
-    def activity(self) -> dict[str, dict[str, Any]]:
-        """The latest heartbeat of each running key's current attempt (none: still waiting)."""
-        found = {}
-        for key, running in self.running.items():
-            current = self._current(key, running)
-            if current is not None:
-                found[key] = current[1]
-        return found
+    def activity(self) -> dict[TaskKey, Beat]:
+        """The latest beat of every running seed whose current submission has started."""
+        with suppress(Exception):  # a board being restarted: what was last read
+            self.board_time, self.beats = self.ray.get(self.board.read.remote(), timeout=30)
+        return {
+            key: beat
+            for key, submission in self.running.items()
+            if (beat := self.beats.get(key)) and beat.submission == submission.task.submission
+        }
 
-    def wait(self, timeout: float) -> list[Outcome]:
-        """Outcomes of the keys that ended within `timeout` seconds (each key's only one);
-        meanwhile, stalled attempts are replaced and node losses reported."""
-        refs = {running.ref: key for key, running in self.running.items()}
+    def wait(self, timeout: float) -> list[TaskResult]:
+        """Results of the seeds that ended within `timeout` seconds (each seed's only one);
+        meanwhile, lost, stalled and taken-over attempts are submitted again."""
+        refs = {submission.ref: key for key, submission in self.running.items()}
         ready: list[Any] = []
         if refs:
             first, _ = self.ray.wait(list(refs), num_returns=1, timeout=timeout)
@@ -128,114 +118,59 @@ class Scheduler:
                 ready, _ = self.ray.wait(list(refs), num_returns=len(refs), timeout=0)
         else:
             time.sleep(timeout)
-        outcomes = []
-        for ref in ready:
-            key = refs[ref]
-            outcome = self._resolve(key, ref)
-            if outcome is not None:
-                self.running.pop(key)
-                outcomes.append(outcome)
-        return outcomes + self._watch()
+        ended = {refs[ref]: self._result(refs[ref], ref) for ref in ready}
+        for key, beat in self.activity().items():
+            if key not in ended:
+                ended[key] = self._stalled(key, beat)
+        results = [result for result in ended.values() if result is not None]
+        for result in results:
+            self.running.pop(result.key)
+        return results
 
-    def _resolve(self, key: str, ref: Any) -> Outcome | None:
-        running = self.running[key]
-        seed = running.task.config.train.seed
+    def _result(self, key: TaskKey, ref: Any) -> TaskResult | None:
         try:
-            outcome: Outcome = self.ray.get(ref)
-        except Exception as error:  # Ray gave up: node or worker lost more often than allowed
-            name = type(error).__name__
-            return Outcome(
-                key,
-                seed,
-                "failed",
-                attempt="",
-                node="",
-                error=f"{name} after {self.settings.max_retries} retries: {first_line(error)}",
-                error_type=name,
-            )
-        if outcome.status != "superseded":
-            return outcome
-        running.abandoned.add(outcome.attempt)
-        return self._again(
-            key,
-            f"attempt {outcome.attempt} found its work taken over by another process "
-            "(another `seedvar launch` on this study?)",
-        )
+            result: TaskResult = self.ray.get(ref)
+        except self.ray.exceptions.RayError as error:
+            lost = f"{type(error).__name__}: {first_line(error)}"
+            return self._again(key, Cause.LOST, f"its worker or node was lost ({lost})")
+        if result.status is Status.SUPERSEDED:
+            why = "its work was taken over by another process (another `seedvar launch`?)"
+            return self._again(key, Cause.TAKEN_OVER, f"attempt {result.attempt}: {why}")
+        return result
 
-    def _again(self, key: str, why: str) -> Outcome | None:
+    def _stalled(self, key: TaskKey, beat: Beat) -> TaskResult | None:
+        """Cancel and submit again an attempt that has been silent for too long."""
+        silent = self.board_time - beat.at
+        if isinstance(beat.phase, Status) or silent <= self.settings.stall_seconds:
+            return None
+        self.ray.cancel(self.running[key].ref, force=True)
+        why = (
+            f"attempt {beat.attempt} on node {beat.node[:8]} (pid {beat.pid}) sent no heartbeat "
+            f"for {silent:.0f} s while its process lives (frozen or hung); cancelled"
+        )
+        return self._again(key, Cause.STALLED, why)
+
+    def _again(self, key: TaskKey, cause: Cause, why: str) -> TaskResult | None:
         """Submit `key` once more, unless it has used up its retries (then: failed)."""
-        running = self.running[key]
-        running.retries.append(why)
-        self.retried.setdefault(key, []).append(why)
-        if running.submissions > self.settings.max_retries:
+        submission = self.running[key]
+        self.retried.setdefault(key, []).append(cause)
+        if submission.task.submission > self.settings.max_retries:
             self.echo(f"{key}: {why}; no retries left (ray.max_retries)")
-            seed = running.task.config.train.seed
-            return Outcome(key, seed, "failed", "", "", error=why, error_type="Retries")
+            return TaskResult(key, Status.FAILED, error=f"{why}; no retries left")
         self.echo(f"{key}: {why}; submitted again")
-        running.submissions += 1
-        running.ref = self._submit(running.task)
+        submission.task = replace(submission.task, submission=submission.task.submission + 1)
+        submission.ref = self._remote(submission.task)
         return None
 
-    def _attempts(self, key: str, running: Running) -> dict[str, dict[str, Any]]:
-        """The attempts at `key` seen on the board and not given up on."""
-        beats = self.beats.get(key, {})
-        return {a: info for a, info in beats.items() if a not in running.abandoned}
 
-    def _current(self, key: str, running: Running) -> tuple[str, dict[str, Any]] | None:
-        """The newest attempt at `key` not given up on."""
-        attempts = self._attempts(key, running)
-        if not attempts:
-            return None
-        return max(attempts.items(), key=lambda item: item[1]["first"])
+def _start_board(ray: Any) -> Any:
+    """The board, on the driver's node where there is one (restarted elsewhere if that node
+    dies; a driver connected through Ray Client leaves the choice to Ray)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    def _watch(self) -> list[Outcome]:
-        """Read the board: announce new attempts; give up on attempts whose node is gone (Ray
-        retries those); replace attempts that stopped beating on a live node. Returns the
-        outcomes of seeds that stalled once more than their retries allow."""
-        given_up: list[Outcome] = []
-        try:
-            now, self.beats = self.ray.get(self.board.snapshot.remote(), timeout=BOARD_TIMEOUT)
-        except Exception:  # the board is being restarted: look again next time
-            return given_up
-        alive = set(alive_nodes(self.ray))
-        for key, running in list(self.running.items()):
-            current = self._current(key, running)
-            if current is None:
-                continue
-            for attempt, info in self._attempts(key, running).items():
-                # an attempt that a newer one (Ray's retry) followed, or whose node is gone
-                lost = attempt != current[0] or info["node"] not in alive
-                if lost and info["phase"] not in ENDED:
-                    running.abandoned.add(attempt)
-                    cause = "its node is gone" if info["node"] not in alive else "its worker died"
-                    why = (
-                        f"attempt {attempt} on node {info['node'][:8]} stopped ({cause}); Ray "
-                        "retries the seed, which resumes from its work"
-                    )
-                    self.retried.setdefault(key, []).append(why)
-                    self.echo(f"{key}: {why}")
-            current = self._current(key, running)
-            if current is None:
-                continue
-            attempt, info = current
-            if attempt not in running.announced:
-                running.announced.add(attempt)
-                again = " (a retry)" if len(running.announced) > 1 else ""
-                self.echo(
-                    f"{key}: attempt {attempt}{again} started on node {info['node'][:8]} "
-                    f"({info['host']}, pid {info['pid']})"
-                )
-            silent = now - info["last"]
-            if info["phase"] not in ENDED and silent > self.settings.stall_seconds:
-                running.abandoned.add(attempt)
-                self.ray.cancel(running.ref, force=True)
-                why = (
-                    f"attempt {attempt} on node {info['node'][:8]} (pid {info['pid']}) sent no "
-                    f"heartbeat for {silent:.0f} s while its node is alive (frozen or hung); "
-                    "cancelled"
-                )
-                outcome = self._again(key, why)
-                if outcome is not None:  # no retries left
-                    self.running.pop(key)
-                    given_up.append(outcome)
-        return given_up
+    actor = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(Board)
+    try:
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    except Exception:
+        return actor.remote()
+    return actor.options(scheduling_strategy=here).remote()

@@ -74,7 +74,7 @@ def compare_spread(
 ) -> pd.DataFrame:
     """Side by side per column: range, mean, std, ours and the paper's, and each column's
     spread relative to the base column's (range ratio and std ratio)."""
-    rows = {}
+    rows: dict[str, dict[str, float]] = {}
     for name, table in (("ours", ours), ("paper", paper)):
         base_values = table[base].to_numpy(dtype=float)
         base_range = base_values.max() - base_values.min()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import datasets
@@ -68,7 +69,7 @@ def prediction_metrics(eval_set: EvalSet, predictions: pd.DataFrame) -> dict[str
 def evaluate_sets(
     model: PreTrainedModel,
     frames: dict[EvalSet, pd.DataFrame],
-    tokenized: dict[str, datasets.Dataset],
+    tokenized: Mapping[str, datasets.Dataset] | Mapping[EvalSet, datasets.Dataset],
     pad_token_id: int,
     batch_size: int,
     output_dir: Path,

@@ -62,7 +62,7 @@ class AlreadyPublished(Superseded):
 
 
 @dataclass(frozen=True)
-class Attempt:
+class Resumable:
     """What an earlier, interrupted attempt at the same seed and recipe left to continue: its
     MLflow run and a training checkpoint or finished weights; or only a run (`stale_run_id`)
     with nothing to continue from."""
@@ -74,11 +74,12 @@ class Attempt:
 
 @dataclass(frozen=True)
 class SeedJob:
-    """The folders and files of seed `seed` under `output_dir`, as seen by attempt `attempt`."""
+    """The folders and files of seed `seed` under `output_dir`, as seen by the attempt whose id
+    is `attempt_id`."""
 
     output_dir: Path
     seed: int
-    attempt: str = field(default_factory=new_attempt_id, compare=False)
+    attempt_id: str = field(default_factory=new_attempt_id, compare=False)
 
     @classmethod
     def of(cls, config: Config) -> SeedJob:
@@ -92,7 +93,7 @@ class SeedJob:
     @property
     def work_dir(self) -> Path:
         """This attempt's work in progress."""
-        return self.output_dir / f"seed-{self.seed}.partial.{self.attempt}"
+        return self.output_dir / f"seed-{self.seed}.partial.{self.attempt_id}"
 
     @property
     def checkpoints(self) -> Path:
@@ -187,17 +188,17 @@ class SeedJob:
     def holds(self) -> bool:
         """Whether this attempt still holds the seed's work: its folder is there and names it
         (a folder recreated by a late `mkdir -p` after a takeover names nobody)."""
-        return _owner(self.work_dir) == self.attempt
+        return _owner(self.work_dir) == self.attempt_id
 
     def check_held(self) -> None:
         """Superseded if another attempt has taken this attempt's work over."""
         if not self.holds():
             raise Superseded(
-                f"seed {self.seed}: attempt {self.attempt} was taken over by a newer attempt, "
+                f"seed {self.seed}: attempt {self.attempt_id} was taken over by a newer attempt, "
                 "which continues the seed; this one stops without touching it"
             )
 
-    def claim(self, config: Config, note: dict[str, Any] | None = None) -> Attempt:
+    def claim(self, config: Config, note: dict[str, Any] | None = None) -> Resumable:
         """Make this attempt the one that works on the seed: take over the work folder of an
         earlier attempt at the same recipe (the most advanced one, by renaming it to this
         attempt's name), or start an empty one. Work of other recipes is removed. Returns what
@@ -207,7 +208,7 @@ class SeedJob:
                 break
         self.work_dir.mkdir(parents=True, exist_ok=True)
         remove_temporaries(self.work_dir)
-        who = {"attempt": self.attempt, "host": socket.gethostname(), "pid": os.getpid()}
+        who = {"attempt": self.attempt_id, "host": socket.gethostname(), "pid": os.getpid()}
         who["started"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         write_atomically(self.work_dir / ATTEMPT, json.dumps({**who, **(note or {})}))
         return self._resumable(config)
@@ -228,19 +229,19 @@ class SeedJob:
             shutil.rmtree(folder, ignore_errors=True)
         return True
 
-    def _resumable(self, config: Config) -> Attempt:
+    def _resumable(self, config: Config) -> Resumable:
         state_path = self.work_dir / RUN_STATE
         if not state_path.is_file():
-            return Attempt()
+            return Resumable()
         state = json.loads(state_path.read_text())
         if state["config_hash"] != config.hash():
-            return Attempt()
+            return Resumable()
         if self.trained():
-            return Attempt(run_id=state["run_id"])
+            return Resumable(run_id=state["run_id"])
         checkpoint = resume_checkpoint(self.checkpoints)
         if checkpoint:
-            return Attempt(state["run_id"], checkpoint)
-        return Attempt(stale_run_id=state["run_id"])
+            return Resumable(state["run_id"], checkpoint)
+        return Resumable(stale_run_id=state["run_id"])
 
     def begin(self, config: Config, run_id: str) -> None:
         """Start afresh in this attempt's folder: the recipe and its MLflow run, nothing else."""
@@ -274,7 +275,7 @@ class SeedJob:
         remove_temporaries(self.work_dir)
         replaced = None
         if force and self.folder.exists():
-            replaced = self.folder.with_name(f"{self.folder.name}.replaced.{self.attempt}")
+            replaced = self.folder.with_name(f"{self.folder.name}.replaced.{self.attempt_id}")
             try:
                 self.folder.rename(replaced)
             except FileNotFoundError:
@@ -289,7 +290,7 @@ class SeedJob:
                 raise
             raise AlreadyPublished(
                 f"seed {self.seed} was published by another attempt while attempt "
-                f"{self.attempt} worked on it; the published seed stays"
+                f"{self.attempt_id} worked on it; the published seed stays"
             ) from None
         if replaced is not None:
             shutil.rmtree(replaced, ignore_errors=True)

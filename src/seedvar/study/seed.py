@@ -7,7 +7,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import lightning as L
 from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
@@ -20,7 +20,7 @@ from seedvar.errors import Superseded
 from seedvar.metrics import EVALUATE_SECONDS, TRAIN_SECONDS
 from seedvar.pretrained import load_tokenizer
 from seedvar.study.evaluate import evaluate_sets
-from seedvar.study.job import CONFIG, METRICS, AlreadyPublished, Attempt, SeedJob
+from seedvar.study.job import CONFIG, METRICS, AlreadyPublished, Resumable, SeedJob
 from seedvar.training.device import (
     autocast_dtype,
     device_name,
@@ -59,56 +59,67 @@ class Fence(L.Callback):
             self.checked = time.monotonic()
 
 
+IfFinished = Literal["refuse", "reuse", "replace"]
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """An attempt run by a scheduler that runs each seed once (Ray): `job` names the attempt
+    before it starts; no lock on the host, so that a retry can take over from an attempt that
+    is frozen; `note` goes into its attempt.json (a Ray node, say)."""
+
+    job: SeedJob
+    note: dict[str, Any]
+
+
 def run_seed(
     config: Config,
-    force: bool = False,
+    if_finished: IfFinished = "refuse",
     prepared: Path | None = None,
     callbacks: list[L.Callback] | None = None,
     parent_run_id: str | None = None,
     run_tags: dict[str, str] | None = None,
-    reuse: bool = False,
-    job: SeedJob | None = None,
-    exclusive: bool = True,
-    note: dict[str, Any] | None = None,
+    scheduled: Scheduled | None = None,
 ) -> SeedResult:
-    """Fine-tune and evaluate the seed `config.train.seed`; never overwrites a finished seed.
+    """Fine-tune and evaluate the seed `config.train.seed`.
 
+    `if_finished`, for a seed that has finished before: "refuse" (OutputExistsError),
+    "reuse" (return it as it is if it has this recipe, a DVC stage rerun after its first run
+    finished unrecorded; retrain one of another recipe), "replace" (retrain it).
     `prepared`: a folder written by `seedvar prepare`; without it the sets are loaded here.
     `callbacks`: more Lightning callbacks (a sweep's pruning, for example).
     `parent_run_id`: the MLflow run to file this seed under (default: the study's run).
+    `scheduled`: this attempt as a scheduler runs it (default: a `seedvar train` process,
+    which holds the seed's lock file so that a second process on this host stops at once).
     A seed whose process died continues where it stopped: from its last training checkpoint,
     or, once trained, straight at evaluation; in the same MLflow run.
-    `reuse`: a seed already finished with this same recipe is returned as it is (a DVC stage
-    rerun after its first run finished unrecorded); one of another recipe is retrained.
-    `job`: this attempt at the seed (default: a new one). `exclusive`: hold the seed's lock
-    file, so that a second process on this host stops at once; a scheduler that runs each seed
-    once (Ray) passes False, so that a retry can take over from an attempt that is frozen.
-    `note`: what to record about this attempt in its attempt.json (a Ray node, say).
     Raises Superseded when another attempt takes this one's work over while it runs.
     """
     started = time.perf_counter()
     config = on_this_machine(config)
-    job = job or SeedJob.of(config)
-    if reuse and job.finished_metrics() is not None:
-        if job.finished_with(config):
-            return _finished(job, started)
-        force = True
-    job.refuse_finished(force)
+    job = scheduled.job if scheduled else SeedJob.of(config)
+    finished_before = job.finished_metrics() is not None
+    if if_finished == "reuse" and finished_before and job.finished_with(config):
+        return _finished(job, started)
+    # what this attempt replaces: a seed finished before it began; one that another attempt
+    # publishes while it works is kept (AlreadyPublished)
+    replace = if_finished == "replace" or (if_finished == "reuse" and finished_before)
+    job.refuse_finished(replace)
     job.check_writable()
     tracking.check_reachable(config)
     tokenizer = load_tokenizer(config.model.name)
     inputs = study_inputs(config, prepared)
-    with job.locked() if exclusive else nullcontext(), job.disk_errors_explained():
-        if reuse and job.finished_with(config):  # finished by another attempt meanwhile
+    with nullcontext() if scheduled else job.locked(), job.disk_errors_explained():
+        if if_finished == "reuse" and job.finished_with(config):  # finished meanwhile
             return _finished(job, started)
-        job.refuse_finished(force)  # again: another process may have finished it meanwhile
-        attempt = job.claim(config, note)
+        job.refuse_finished(replace)  # again: another process may have finished it meanwhile
+        resumable = job.claim(config, scheduled.note if scheduled else None)
         try:
-            work = SeedWork(config, job, attempt, inputs, tokenizer, callbacks or [])
-            metrics, run_id = _work(work, parent_run_id, run_tags)
-            job.publish(force)
+            work = SeedWork(config, job, resumable, inputs, tokenizer, callbacks or [])
+            metrics, run_id = _train_evaluate_track(work, parent_run_id, run_tags)
+            job.publish(replace)
         except AlreadyPublished:  # its own run (no other attempt knew of it) is not the seed's
-            duplicate = tracking.TrackedRun(tracking.open_store(config)[0], run_id)
+            duplicate = tracking.TrackedRun(tracking.open_store(config).client, run_id)
             duplicate.end(tracking.KILLED, {"seedvar.duplicate": "true"})
             job.discard()
             return _finished(job, started)
@@ -128,34 +139,34 @@ class SeedWork:
 
     config: Config
     job: SeedJob
-    attempt: Attempt
+    resumable: Resumable
     inputs: StudyInputs
     tokenizer: PreTrainedTokenizerBase
     callbacks: list[L.Callback]
 
 
-def _work(
+def _train_evaluate_track(
     work: SeedWork, parent_run_id: str | None, run_tags: dict[str, str] | None
 ) -> tuple[dict[str, float], str]:
-    """Train (or continue training) and evaluate in the attempt's folder; the seed's MLflow
-    run ends FINISHED when this returns (unless another attempt took the work over)."""
-    config, job, attempt, inputs = work.config, work.job, work.attempt, work.inputs
-    if attempt.stale_run_id:  # an earlier attempt died before anything worth continuing
-        client = tracking.open_store(config)[0]
-        stale = tracking.TrackedRun(client, attempt.stale_run_id)
+    """Train (or continue training) and evaluate in the attempt's folder, in the seed's MLflow
+    run, which ends FINISHED when this returns (unless another attempt took the work over)."""
+    config, job, resumable, inputs = work.config, work.job, work.resumable, work.inputs
+    store = tracking.open_store(config)
+    if resumable.stale_run_id:  # an earlier attempt died before anything worth continuing
+        stale = tracking.TrackedRun(store.client, resumable.stale_run_id)
         stale.end(tracking.KILLED, {"seedvar.restarted": "true"})
-    if parent_run_id is None and attempt.run_id is None:
-        parent_run_id = tracking.study_run_id(*tracking.open_store(config), config)
+    if parent_run_id is None and resumable.run_id is None:
+        parent_run_id = tracking.study_run_id(store, config)
     tags = {**_seed_tags(config), **(run_tags or {})}
     with tracking.open_run(
         config,
         tracking.seed_run_name(config, config.train.seed),
-        tags={**tags, ATTEMPT_TAG: job.attempt},
+        tags={**tags, ATTEMPT_TAG: job.attempt_id},
         parent_run_id=parent_run_id,
-        resume_run_id=attempt.run_id,
+        resume_run_id=resumable.run_id,
         holds=job.holds,
     ) as run:
-        if attempt.run_id is None:
+        if resumable.run_id is None:
             job.begin(config, run.run_id)
             run.log_params(_run_params(config, inputs))
             run.log_datasets(inputs.sets.named(), inputs.sets.fingerprints())
@@ -171,28 +182,22 @@ def _work(
 
 def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, float]:
     """Fine-tune unless the weights are saved already, then evaluate and log the results."""
-    config, job, attempt, inputs, tokenizer = (
-        work.config,
-        work.job,
-        work.attempt,
-        work.inputs,
-        work.tokenizer,
-    )
+    config, job, resumable, inputs = work.config, work.job, work.resumable, work.inputs
     if not job.trained():
         started = time.perf_counter()
         resume = ResumeCheckpoint(job.checkpoints, config.train.checkpoint_every_n_steps)
         model = fine_tune(
             config,
             inputs.tokenized,
-            tokenizer.pad_token_id,
+            work.tokenizer.pad_token_id,
             [Fence(job), resume, *work.callbacks],
             logger=run.lightning_logger(
                 guard=job.check_held,
-                after_step=run.last_step() if attempt.checkpoint else None,
+                after_step=run.last_step() if resumable.checkpoint else None,
             ),
-            checkpoint=attempt.checkpoint,
+            checkpoint=resumable.checkpoint,
         )
-        job.save_model(model, tokenizer)
+        job.save_model(model, work.tokenizer)
         run.log_raw_metrics({TRAIN_SECONDS: time.perf_counter() - started})
     job.check_held()
     started = time.perf_counter()
@@ -201,7 +206,7 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
         model.to(evaluation_device(config)),
         inputs.sets.evaluation,
         inputs.tokenized,
-        tokenizer.pad_token_id,
+        work.tokenizer.pad_token_id,
         config.train.eval_batch_size,
         job.work_dir,
         autocast_dtype(config),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -182,7 +182,7 @@ def seed_variance(
     for column in columns:
         values, n_examples = _accuracies(table, column), _size(sizes, column)
         noise_var, k = _noise_var(values, n_examples), len(values)
-        common = {
+        common: dict[str, Any] = {
             "column": column,
             "n_examples": n_examples,
             "n_seeds": k,
@@ -245,7 +245,7 @@ def minimum_seeds(
     seed_std: float = DESIGN_SEED_STD,
     power: float = DESIGN_POWER,
     alpha: float = ALPHA,
-) -> int:
+) -> int | None:
     """Smallest number of seeds at which `detection_power` reaches `power`, or None when even
     MAX_SEEDS do not (evaluation sets so small that their noise alone sets a margin above
     `seed_std`). Power grows with the number of seeds: a bisection finds the smallest."""

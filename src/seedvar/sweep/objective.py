@@ -1,37 +1,22 @@
-"""A sweep trial: k seeds of one configuration through the same seed job as a study, so every
-configuration gets both an accuracy and a spread across seeds."""
+"""The serial sweep's objective: k seeds of one configuration through the same seed job as a
+study, so every configuration gets both an accuracy and a spread across seeds; and the
+callbacks that prune a trial's seeds."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import lightning as L
 import optuna
-import pandas as pd
 from optuna.storages import BaseStorage
 
 from seedvar import tracking
 from seedvar.config import Config
-from seedvar.metrics import (
-    HANS_NON_ENTAILED,
-    MNLI_MATCHED,
-    MNLI_MISMATCHED,
-    PAPER_COLUMNS,
-    VAL_ACCURACY,
-    hans_non_entailed,
-    mlflow_key,
-)
+from seedvar.metrics import VAL_ACCURACY
 from seedvar.study.job import SeedJob
 from seedvar.study.seed import run_seed
-from seedvar.sweep.space import suggest, trial_config
-
-SUMMARIZED = [*PAPER_COLUMNS, MNLI_MISMATCHED, HANS_NON_ENTAILED]
-SWEEP_TAG = "seedvar.sweep"
-OUTPUT_DIR_ATTR, SEEDS_ATTR = "output_dir", "seeds"  # where a trial's seed folders are
-MLFLOW_RUN_ATTR = "mlflow_run_id"  # the trial's MLflow run
+from seedvar.sweep.space import drawn, trial_config
+from seedvar.sweep.trial import prunes, record_trial, seed_tags, start_trial_run
 
 
 class PrunedSeed(tracking.RunStopped):
@@ -42,7 +27,9 @@ class PrunedSeed(tracking.RunStopped):
 
 class PruneOnValidation(L.Callback):
     """Reports the first seed's MNLI-m validation accuracy after every epoch (step = epoch, so
-    the pruner compares the same seed and epoch across trials); prunes if told to."""
+    the pruner compares the same seed and epoch across trials); prunes if told to. seedvar's
+    own rather than optuna-integration's Lightning callback: pruning must raise PrunedSeed, so
+    that the seed's MLflow run ends KILLED and tagged, not FAILED."""
 
     def __init__(self, trial: optuna.Trial) -> None:
         self.trial = trial
@@ -79,79 +66,31 @@ class StopWithTrial(L.Callback):
             raise tracking.RunStopped("the trial failed on another seed")
 
 
-def seed_summary(per_seed: list[dict[str, float]]) -> dict[str, float]:
-    """Mean and std across seeds of every paper column and of HANS non-entailed accuracy."""
-    table = pd.DataFrame([{**m, HANS_NON_ENTAILED: hans_non_entailed(m)} for m in per_seed])
-    summary = {}
-    for column in SUMMARIZED:
-        summary[f"mean/{column}"] = float(table[column].mean())
-        summary[f"std/{column}"] = float(table[column].std(ddof=1))
-    return summary
-
-
-def objective(trial: optuna.Trial, base: Config) -> float | tuple[float, float]:
+def objective(trial: optuna.Trial, base: Config) -> float | list[float]:
     """Train k seeds of one configuration; score it by mean MNLI-m accuracy (and HANS spread)."""
-    sweep = base.sweep
-    params = {key: suggest(trial, key, spec) for key, spec in sweep.space.items()}
+    params = drawn(trial, base.sweep.space)
     config = trial_config(base, params)
-    prune = sweep.pruner == "median" and sweep.mode == "accuracy"
+    run = start_trial_run(trial, config, params)
     try:
-        with trial_run(config, sweep.study_name, trial.number, params) as parent:
-            trial.set_user_attr(MLFLOW_RUN_ATTR, parent.run_id)
-            per_seed = [
-                _seed_metrics(
-                    config.with_seed(index), trial if prune and index == 0 else None, parent.run_id
-                )
-                for index in range(sweep.seeds_per_trial)
-            ]
-            summary = seed_summary(per_seed)
-            for key, value in summary.items():
-                trial.set_user_attr(key, value)
-            trial.set_user_attr(OUTPUT_DIR_ATTR, config.output_dir)
-            trial.set_user_attr(SEEDS_ATTR, list(range(sweep.seeds_per_trial)))
-            parent.log_raw_metrics({tracking_key(key): value for key, value in summary.items()})
+        with tracking.ended_by_outcome(run.client, run.run_id):
+            per_seed = {}
+            for seed in range(base.sweep.seeds_per_trial):
+                reports = seed == 0 and prunes(base.sweep)
+                per_seed[seed] = _seed_metrics(config.with_seed(seed), trial, reports, run.run_id)
+            values = record_trial(trial, config, per_seed, run)
     except PrunedSeed as pruned:  # the seed and trial runs ended KILLED; now tell Optuna
         raise optuna.TrialPruned(str(pruned)) from None
-    accuracy = summary[f"mean/{MNLI_MATCHED}"]
-    if sweep.mode == "accuracy":
-        return accuracy
-    return accuracy, summary[f"std/{HANS_NON_ENTAILED}"]
+    return values[0] if len(values) == 1 else values
 
 
 def _seed_metrics(
-    config: Config, pruned_by: optuna.Trial | None, parent_run_id: str
+    config: Config, trial: optuna.Trial, reports: bool, parent_run_id: str
 ) -> dict[str, float]:
-    """A seed's metrics: read back if it already finished, else trained now (its MLflow run
-    tagged with the sweep, like its trial's)."""
+    """A seed's metrics: read back if it already finished, else trained now (reporting to
+    `trial` for pruning if `reports`)."""
     metrics = SeedJob.of(config).finished_metrics()
     if metrics is not None:
         return metrics
-    callbacks = [PruneOnValidation(pruned_by)] if pruned_by else []
-    tags = {SWEEP_TAG: config.sweep.study_name}
+    callbacks: list[L.Callback] = [PruneOnValidation(trial)] if reports else []
+    tags = seed_tags(config)
     return run_seed(config, callbacks=callbacks, parent_run_id=parent_run_id, run_tags=tags).metrics
-
-
-def tracking_key(summary_key: str) -> str:
-    """`mean/Lexical (nonent)` -> `mean/hans/lexical_nonent` (MLflow-safe)."""
-    statistic, column = summary_key.split("/", 1)
-    return f"{statistic}/{mlflow_key(column)}"
-
-
-@contextmanager
-def trial_run(
-    config: Config, sweep_name: str, trial_number: int, params: dict[str, Any]
-) -> Iterator[tracking.TrackedRun]:
-    """The parent MLflow run of one sweep trial; its seeds become its children."""
-    tags = {
-        tracking.ROLE_TAG: "trial",
-        SWEEP_TAG: sweep_name,
-        "optuna.trial_number": str(trial_number),
-    }
-    tags[tracking.DESCRIPTION_TAG] = (
-        f"Trial {trial_number} of sweep {sweep_name}: the configuration {params}, trained with "
-        f"seeds 0-{config.sweep.seeds_per_trial - 1} (its child runs)."
-    )
-    recipe = config.recipe(per_seed=False)
-    with tracking.open_run(config, f"trial {trial_number}", tags=tags) as run:
-        run.log_params({**{f"trial.{k}": v for k, v in params.items()}, **recipe})
-        yield run

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import optuna  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from seedvar.metrics import (  # noqa: E402
@@ -22,7 +23,7 @@ from seedvar.metrics import (  # noqa: E402
 from seedvar.study.aggregate import column_sizes  # noqa: E402
 from seedvar.study.job import SeedJob  # noqa: E402
 from seedvar.study.verdict import SweepVerdict, sweep_verdict  # noqa: E402
-from seedvar.sweep.objective import MLFLOW_RUN_ATTR, OUTPUT_DIR_ATTR, SEEDS_ATTR  # noqa: E402
+from seedvar.sweep.trial import MLFLOW_RUN_ATTR, OUTPUT_DIR_ATTR, SEEDS_ATTR  # noqa: E402
 
 ACCURACY = f"mean/{MNLI_MATCHED}"
 SPREAD = f"std/{HANS_NON_ENTAILED}"
@@ -53,12 +54,25 @@ def plot_accuracy_vs_spread(table: pd.DataFrame, pareto: set[int]) -> Figure:
     axis.scatter(complete[ACCURACY], complete[SPREAD], color="tab:blue", label="trial")
     front = complete[complete["trial"].isin(pareto)]
     if len(front):
-        circles = {"s": 160, "facecolors": "none", "edgecolors": "tab:red"}
-        axis.scatter(front[ACCURACY], front[SPREAD], label="Pareto front", **circles)
+        axis.scatter(
+            front[ACCURACY],
+            front[SPREAD],
+            s=160,
+            facecolors="none",
+            edgecolors="tab:red",
+            label="Pareto front",
+        )
     default = complete[complete["default"]]
     if len(default):
-        star = {"marker": "*", "s": 300, "color": "tab:orange", "zorder": 3}
-        axis.scatter(default[ACCURACY], default[SPREAD], label="default configuration", **star)
+        axis.scatter(
+            default[ACCURACY],
+            default[SPREAD],
+            marker="*",
+            s=300,
+            color="tab:orange",
+            zorder=3,
+            label="default configuration",
+        )
     for _, row in complete.iterrows():
         axis.annotate(str(int(row["trial"])), (row[ACCURACY], row[SPREAD]), fontsize=8)
     axis.set_xlabel("mean MNLI-m accuracy across seeds")
@@ -92,7 +106,7 @@ def decide(study: optuna.Study) -> SweepVerdict | None:
                 pd.read_parquet(predictions / f"{EvalSet.MNLI_MATCHED}.parquet"),
                 pd.read_parquet(predictions / f"{EvalSet.HANS}.parquet"),
             )
-    return sweep_verdict(tables, sizes, shares) if tables else None
+    return sweep_verdict(tables, sizes, shares) if tables and sizes else None
 
 
 def summary(table: pd.DataFrame, decision: SweepVerdict | None) -> str:
@@ -126,11 +140,13 @@ def write_sweep_outputs(study: optuna.Study, out_dir: Path) -> list[Path]:
         history = optuna.visualization.matplotlib.plot_optimization_history(
             study, target=target, target_name="mean MNLI-m accuracy"
         )
-        figures["optimization_history"] = history.figure
+        figures["optimization_history"] = _figure_of(history)
         if len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) >= 2:
-            importances = optuna.visualization.matplotlib.plot_param_importances(
-                study, target=target, target_name="mean MNLI-m accuracy"
-            ).figure
+            importances = _figure_of(
+                optuna.visualization.matplotlib.plot_param_importances(
+                    study, target=target, target_name="mean MNLI-m accuracy"
+                )
+            )
         else:
             importances, axis = plt.subplots(figsize=(6, 2))
             axis.text(0.5, 0.5, "importances need 2 or more completed trials", ha="center")
@@ -150,3 +166,10 @@ def write_sweep_outputs(study: optuna.Study, out_dir: Path) -> list[Path]:
     )
     (out_dir / "report.md").write_text(report)
     return [*written, out_dir / "report.md"]
+
+
+def _figure_of(axes: Axes) -> Figure:
+    """The figure an Optuna plot was drawn on."""
+    figure = axes.get_figure(root=True)
+    assert figure is not None  # Optuna draws on a new figure
+    return figure

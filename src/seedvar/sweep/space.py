@@ -8,7 +8,7 @@ from typing import Any
 
 import optuna
 
-from seedvar.config import Config, SearchRange, setting_path, validate
+from seedvar.config import SWEPT_SECTIONS, Config, SearchRange, setting_path, validate
 
 SWEEPS_DIR = Path("sweeps")
 
@@ -16,7 +16,7 @@ SWEEPS_DIR = Path("sweeps")
 def is_integer_setting(key: str) -> bool:
     """True when the setting behind search-space key `key` takes integers."""
     section, name = setting_path(key).split(".")
-    return _admits(Config.model_fields[section].annotation.model_fields[name].annotation, int)
+    return _admits(SWEPT_SECTIONS[section].model_fields[name].annotation, int)
 
 
 def _admits(annotation: Any, kind: type) -> bool:
@@ -28,10 +28,16 @@ def suggest(trial: optuna.Trial, key: str, spec: SearchRange) -> Any:
     """Draw one hyperparameter from its range."""
     if spec.choices is not None:
         return trial.suggest_categorical(key, spec.choices)
+    assert spec.low is not None and spec.high is not None  # SearchRange: choices, or a range
     if is_integer_setting(key):
         step = int(spec.step or 1)
         return trial.suggest_int(key, int(spec.low), int(spec.high), step=step, log=spec.log)
     return trial.suggest_float(key, spec.low, spec.high, step=spec.step, log=spec.log)
+
+
+def drawn(trial: optuna.Trial, space: dict[str, SearchRange]) -> dict[str, Any]:
+    """A trial's hyperparameters, one drawn from each range of the space."""
+    return {key: suggest(trial, key, spec) for key, spec in space.items()}
 
 
 def trial_config(base: Config, params: dict[str, Any]) -> Config:

@@ -6,7 +6,7 @@ import warnings
 
 import lightning as L
 import optuna
-from optuna.storages import RDBStorage
+from optuna.storages import BaseStorage, RDBStorage
 from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 
@@ -15,6 +15,7 @@ from seedvar.errors import ConfigError
 from seedvar.sweep.objective import PruneOnValidation, StopWithTrial, objective
 from seedvar.sweep.space import default_params, is_integer_setting, trial_config
 from seedvar.sweep.storage import rdb_storage
+from seedvar.sweep.trial import prunes
 from seedvar.tracking import provenance
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -61,11 +62,6 @@ def sampler(multi: bool, seed: int) -> optuna.samplers.BaseSampler:
         return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
 
 
-def prunes(sweep: SweepConfig) -> bool:
-    """Whether the sweep prunes trials (the median pruner, in the accuracy mode)."""
-    return sweep.pruner == "median" and sweep.mode == "accuracy"
-
-
 def check_space(base: Config) -> None:
     """ConfigError, before any work, unless every corner of the space is a valid config."""
     for spec_values in ("low", "high"):
@@ -90,14 +86,21 @@ def prepare_study(base: Config, storage: RDBStorage | None = None) -> optuna.Stu
     return study
 
 
-def trial_callbacks(config: Config, trial_id: int, reports: bool) -> list[L.Callback]:
-    """For a seed of trial `trial_id` trained in another process (a Ray task): stop when the
+def trial_id(storage: BaseStorage, study_name: str, number: int) -> int:
+    """The storage's id of trial `number` (what a Trial handle is made from)."""
+    study_id = storage.get_study_id_from_name(study_name)
+    return storage.get_trial_id_from_study_id_trial_number(study_id, number)
+
+
+def trial_callbacks(config: Config, number: int, reports: bool) -> list[L.Callback]:
+    """For a seed of trial `number` trained in another process (a Ray task): stop when the
     trial is pruned; if `reports` (its first seed), report validation accuracy for pruning."""
     storage = rdb_storage(config.sweep.storage, None, 0)
-    callbacks: list[L.Callback] = [StopWithTrial(storage, trial_id)]
+    trial = trial_id(storage, config.sweep.study_name, number)
+    callbacks: list[L.Callback] = [StopWithTrial(storage, trial)]
     if reports and prunes(config.sweep):
         study = open_study(config.sweep, storage)
-        callbacks.append(PruneOnValidation(optuna.trial.Trial(study, trial_id)))
+        callbacks.append(PruneOnValidation(optuna.trial.Trial(study, trial)))
     return callbacks
 
 

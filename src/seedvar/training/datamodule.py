@@ -90,15 +90,23 @@ class ResumableLoader(DataLoader):
     """A DataLoader that Lightning can resume mid-epoch (its `state_dict` interface): the state
     is how many batches of the epoch training has finished; restoring it skips them once."""
 
-    def __init__(self, *args: Any, batches_done: Callable[[], int], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        dataset: datasets.Dataset,
+        *,
+        batch_sampler: SeededBatches,
+        batches_done: Callable[[], int],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(dataset, batch_sampler=batch_sampler, **kwargs)
+        self.batches = batch_sampler
         self.batches_done = batches_done
 
     def state_dict(self) -> dict[str, int]:
         return {"batches_done": self.batches_done()}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        self.batch_sampler.skip = state["batches_done"]
+        self.batches.skip = state["batches_done"]
 
 
 class NLIDataModule(L.LightningDataModule):
@@ -134,7 +142,7 @@ class NLIDataModule(L.LightningDataModule):
             collate_fn=self.collate,
             pin_memory=self.pin_memory,
             generator=self._own_generator(),
-            batches_done=lambda: batches_done_in_epoch(self.trainer),
+            batches_done=self._batches_done,
         )
 
     def val_dataloader(self) -> DataLoader:
@@ -145,6 +153,10 @@ class NLIDataModule(L.LightningDataModule):
             pin_memory=self.pin_memory,
             generator=self._own_generator(),
         )
+
+    def _batches_done(self) -> int:
+        assert self.trainer is not None  # the training loader is built by a Trainer
+        return batches_done_in_epoch(self.trainer)
 
     def _own_generator(self) -> torch.Generator:
         """Each new DataLoader iterator draws a seed from its generator; with one of its own it

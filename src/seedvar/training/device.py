@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 from functools import cache
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -13,12 +14,17 @@ from seedvar.config import Config
 AUTOCAST = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
 
 
+Precision = Literal["32-true", "bf16-mixed", "16-mixed"]  # Lightning's names
+EvalPrecision = Literal["32", "bf16", "16"]
+MIXED_EVAL: dict[Precision, EvalPrecision] = {"bf16-mixed": "bf16", "16-mixed": "16"}
+
+
 def use_gpu(config: Config) -> bool:
     """True when a GPU is present and the config does not ask for the CPU."""
     return config.train.accelerator != "cpu" and torch.cuda.is_available()
 
 
-def resolve_precision(config: Config) -> str:
+def resolve_precision(config: Config) -> Precision:
     """`train.precision` made concrete: "auto" is bf16-mixed on GPUs that support it, 16-mixed
     on older GPUs; on a CPU bf16-mixed where it computes bf16 natively, else 32-true (without
     native bf16 a CPU runs bf16 matmuls about 100x slower than fp32)."""
@@ -44,13 +50,13 @@ def evaluation_device(config: Config) -> torch.device:
     return torch.device("cuda") if use_gpu(config) else torch.device("cpu")
 
 
-def resolve_eval_precision(config: Config) -> str:
+def resolve_eval_precision(config: Config) -> EvalPrecision:
     """`train.eval_precision` made concrete: "auto" is the training's mixed precision on a GPU,
     bf16 on a CPU that computes it natively (avx512_bf16 or AMX), else 32."""
     if config.train.eval_precision != "auto":
         return config.train.eval_precision
     if use_gpu(config):
-        return {"bf16-mixed": "bf16", "16-mixed": "16"}.get(resolve_precision(config), "32")
+        return MIXED_EVAL.get(resolve_precision(config), "32")
     return "bf16" if native_cpu_bf16() else "32"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import lightning as L
 import torch
+from torchmetrics.classification import MulticlassAccuracy
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from seedvar.errors import DivergedError
@@ -49,8 +50,8 @@ class NLIClassifier(L.LightningModule):
         self.total_steps = total_steps
         self.log_every_n_steps = log_every_n_steps
         self.first_nonfinite_step = torch.tensor(-1)
-        self.val_correct = torch.zeros((), dtype=torch.long)
-        self.val_total = 0
+        # correct/total over the epoch; its states are not persistent: not in the checkpoint
+        self.val_accuracy = MulticlassAccuracy(model.config.num_labels, average="micro")
 
     def on_train_start(self) -> None:
         self.first_nonfinite_step = torch.tensor(-1, device=self.device)
@@ -63,7 +64,7 @@ class NLIClassifier(L.LightningModule):
         if self.global_step % self.log_every_n_steps == 0:
             self.stop_if_diverged()
             self.log("loss", loss, prog_bar=True, logger=False)
-            self.log(LEARNING_RATE, self.lr_schedulers().get_last_lr()[0], logger=True)
+            self.log(LEARNING_RATE, self.trainer.optimizers[0].param_groups[0]["lr"], logger=True)
         return loss
 
     def on_train_epoch_end(self) -> None:
@@ -79,22 +80,15 @@ class NLIClassifier(L.LightningModule):
                 "the data"
             )
 
-    def on_validation_epoch_start(self) -> None:
-        self.val_correct = torch.zeros((), dtype=torch.long, device=self.device)
-        self.val_total = 0
-
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         labels = batch.pop("labels")
-        predicted = self.model(**batch).logits.argmax(dim=-1)
-        self.val_correct += (predicted == labels).sum()
-        self.val_total += labels.numel()
-
-    def on_validation_epoch_end(self) -> None:
-        accuracy = self.val_correct.float() / max(self.val_total, 1)
-        self.log(VAL_ACCURACY, accuracy, prog_bar=True)
+        self.val_accuracy.update(self.model(**batch).logits.argmax(dim=-1), labels)
+        # Lightning computes it at the epoch's end, then resets it
+        self.log(VAL_ACCURACY, self.val_accuracy, on_epoch=True, prog_bar=True)
 
     def configure_optimizers(self):  # noqa: ANN201 (Lightning's own return type)
-        decay, no_decay = [], []
+        decay: list[torch.nn.Parameter] = []
+        no_decay: list[torch.nn.Parameter] = []
         for name, parameter in self.model.named_parameters():
             (no_decay if any(part in name for part in NO_DECAY) else decay).append(parameter)
         optimizer = torch.optim.AdamW(

@@ -36,7 +36,7 @@ def predict_logits(
         batch = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
         with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
             outputs.append(model(**batch).logits.float())
-    logits = np.empty((len(dataset), model.config.num_labels), dtype=np.float32)
+    logits = np.empty((len(dataset), int(model.config.num_labels or 0)), dtype=np.float32)
     if outputs:
         logits[order] = torch.cat(outputs).cpu().numpy()
     return logits

@@ -25,7 +25,7 @@ def batches_done_in_epoch(trainer: L.Trainer) -> int:
 
     Lightning keeps this count in its loop progress, which has no public accessor: this is
     the one place seedvar reads it (tests/test_resume.py fails if Lightning changes it)."""
-    return trainer.fit_loop.epoch_loop.batch_progress.current.processed
+    return trainer.fit_loop.epoch_loop.batch_progress.current.processed  # type: ignore[attr-defined]
 
 
 def resume_checkpoint(directory: Path) -> Path | None:
@@ -36,7 +36,10 @@ def resume_checkpoint(directory: Path) -> Path | None:
 
 class ResumeCheckpoint(L.Callback):
     """Saves `directory/resume.ckpt` every `every_n_steps` steps; its own state (saved in the
-    checkpoint by Lightning) is the RNG state, which Lightning's checkpoint leaves out."""
+    checkpoint by Lightning) is the RNG state, which Lightning's checkpoint leaves out.
+    seedvar's own rather than Lightning's ModelCheckpoint: that one saves after a step (the
+    step's RNG draws already spent), into a folder it creates with parents, and without the
+    RNG state, so a resumed seed would not retrace the same dropout masks."""
 
     def __init__(self, directory: Path, every_n_steps: int) -> None:
         self.directory = directory

@@ -1,0 +1,151 @@
+"""Ray itself: connecting to a cluster (or starting Ray here), what it holds, and the
+resources of one seed.
+
+Ray is an optional extra (`pip install -e '.[ray]'`): it is imported here, and only when a
+command that needs it runs, so the base install works without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from seedvar.config import Config, RayConfig
+from seedvar.errors import ConfigError, RayUnavailableError, first_line
+from seedvar.training.device import on_this_machine
+
+INSTALL = "pip install -e '.[ray]'"
+
+
+def import_ray() -> Any:
+    """The `ray` module, or one line that says how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailableError(
+            f"this command runs seeds on Ray, which is not installed; {INSTALL} (ray 2.60)"
+        ) from None
+    return ray
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """What the command connected to: alive nodes and their resources."""
+
+    address: str | None  # None: a local Ray started by this command
+    nodes: list[dict[str, float]]  # per alive node: {"CPU": ..., "GPU": ...}
+    dashboard_url: str | None
+
+    @property
+    def cpus(self) -> float:
+        return sum(node.get("CPU", 0.0) for node in self.nodes)
+
+    @property
+    def gpus(self) -> float:
+        return sum(node.get("GPU", 0.0) for node in self.nodes)
+
+    def slots(self, resources: SeedResources) -> int:
+        """How many seeds the cluster runs at once with these resources per seed."""
+        return sum(resources.fit(node) for node in self.nodes)
+
+    def describe(self) -> str:
+        where = f"the Ray cluster at {self.address}" if self.address else "a local Ray"
+        dashboard = f"; dashboard {self.dashboard_url}" if self.dashboard_url else ""
+        resources = f"{len(self.nodes)} node(s), {self.cpus:g} CPUs, {self.gpus:g} GPUs"
+        return f"{where}: {resources}{dashboard}"
+
+
+@dataclass(frozen=True)
+class SeedResources:
+    """What one seed asks Ray for; `threads`: torch's CPU threads inside the task."""
+
+    cpus: float
+    gpus: float
+
+    @property
+    def threads(self) -> int:
+        return max(1, int(self.cpus))
+
+    def fit(self, node: dict[str, float]) -> int:
+        """How many seeds fit on one node at once."""
+        counts = [math.floor(node.get("CPU", 0.0) / self.cpus + 1e-9)]
+        if self.gpus:
+            counts.append(math.floor(node.get("GPU", 0.0) / self.gpus + 1e-9))
+        return max(0, min(counts))
+
+    def describe(self) -> str:
+        return f"{self.cpus:g} CPU and {self.gpus:g} GPU per seed"
+
+
+def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
+    """Resources per seed from the `ray` section; ConfigError if they do not suit the training
+    settings, RayUnavailableError if no node of the cluster can run one seed."""
+    settings, accelerator = config.ray, config.train.accelerator
+    gpus = settings.gpus_per_seed
+    if gpus == "auto":
+        gpus = 1.0 if cluster.gpus > 0 and accelerator != "cpu" else 0.0
+    if accelerator == "gpu" and gpus == 0:
+        raise ConfigError(
+            "train.accelerator is gpu but ray.gpus_per_seed is 0 (or the cluster has no GPU); "
+            "set ray.gpus_per_seed, e.g. 1 or 0.5, on a cluster with GPUs"
+        )
+    if accelerator == "cpu" and gpus > 0:
+        raise ConfigError(
+            f"ray.gpus_per_seed is {gpus:g} but train.accelerator is cpu: the GPUs would sit "
+            "idle; set ray.gpus_per_seed=0"
+        )
+    resources = SeedResources(settings.cpus_per_seed, float(gpus))
+    if cluster.slots(resources) == 0:
+        largest = max(cluster.nodes, key=lambda n: (n.get("GPU", 0), n.get("CPU", 0)), default={})
+        raise RayUnavailableError(
+            f"no node of {cluster.describe()} can run one seed with "
+            f"{resources.describe()} (the largest node has {largest.get('CPU', 0):g} CPUs and "
+            f"{largest.get('GPU', 0):g} GPUs); lower ray.cpus_per_seed or ray.gpus_per_seed, "
+            "or add nodes"
+        )
+    return resources
+
+
+def chosen_where_seeds_run(ray: Any, config: Config, resources: SeedResources) -> Config:
+    """The config with its "auto" precisions made concrete by a task where seeds run (the
+    driver's machine may have no GPU, or another CPU)."""
+    probe = ray.remote(num_cpus=resources.cpus, num_gpus=resources.gpus)(on_this_machine)
+    return ray.get(probe.remote(config))
+
+
+@contextmanager
+def ray_session(settings: RayConfig) -> Iterator[ClusterInfo]:
+    """Connect to the cluster at `ray.address` ("auto", "host:port", "ray://host:port"), or
+    with no address start a local Ray on this machine (every CPU and GPU); shut down on exit
+    what was started here."""
+    ray = import_ray()
+    started_here = not ray.is_initialized()
+    if started_here:
+        try:
+            context = ray.init(
+                address=settings.address,
+                log_to_driver=False,  # the tasks' training output stays in Ray's logs
+                logging_level=logging.WARNING,
+            )
+        except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
+            raise RayUnavailableError(
+                f"cannot connect to the Ray cluster at {settings.address} "
+                f"({first_line(error)}); start it (`ray start --head` on the head node) or "
+                "leave ray.address empty to start Ray on this machine"
+            ) from None
+        dashboard = getattr(context, "dashboard_url", None) or None
+    else:
+        dashboard = None
+    try:
+        nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+        dashboard_url = f"http://{dashboard}" if dashboard else None
+        address = settings.address or os.environ.get("RAY_ADDRESS")  # ray.init's fallback
+        yield ClusterInfo(address, nodes, dashboard_url)
+    finally:
+        if started_here:
+            ray.shutdown()

@@ -1,0 +1,41 @@
+"""The Lightning logger that sends a seed's training curves to the MLflow run seedvar opened."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from lightning.pytorch.loggers import MLFlowLogger
+
+
+class RunLogger(MLFlowLogger):
+    """Lightning's MLFlowLogger on a run that seedvar opened: training curves and Lightning's
+    metrics go to it; the run's end (FINISHED only after evaluation) stays with its opener.
+
+    `guard` is called before everything it logs (and may raise to stop a process that lost
+    the run); steps up to `after_step` are not logged again (a resumed attempt retraces the
+    steps between its checkpoint and the point where the earlier attempt stopped)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        guard: Callable[[], None] | None = None,
+        after_step: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._guard = guard or (lambda: None)
+        self._after_step = after_step
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        self._guard()
+        if self._after_step is not None and step is not None and step <= self._after_step:
+            return
+        super().log_metrics(metrics, step)
+
+    def log_hyperparams(self, params: Any) -> None:
+        self._guard()
+        super().log_hyperparams(params)
+
+    def finalize(self, status: str = "success") -> None:
+        """Leave the run open: evaluation and publishing still follow training."""
