@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -11,17 +12,18 @@ import pytest
 
 from seedvar.config import Config, load_config
 from seedvar.errors import SeedvarError
-from seedvar.metrics import SUBCASES, EvalSet
 from seedvar.study.aggregate import aggregate, flat_headline
 from seedvar.study.evaluate import prediction_frame, prediction_metrics
-from seedvar.study.report import plot_mnli_vs_hans, plot_subcases, write_report
+from seedvar.study.report import plot_groups, plot_scatter, write_report
 from tests.conftest import OFFLINE
 
 SEEDS = [0, 1, 2, 3]
 REFERENCE = OFFLINE / "reference" / "mccoy2020_runs.csv"
+SUBCASES = load_config(None).diagnostics["hans"].groups["subcase"].values or []
+NONENT = ["Lexical (nonent)", "Subseq (nonent)", "Constituent (nonent)"]
 
 
-def _examples() -> dict[EvalSet, pd.DataFrame]:
+def _examples() -> dict[str, pd.DataFrame]:
     mnli = pd.DataFrame({"id": [str(i) for i in range(60)], "label": np.arange(60) % 3})
     heuristic = {"l": "lexical_overlap", "s": "subsequence", "c": "constituent"}
     hans = pd.DataFrame(
@@ -37,28 +39,29 @@ def _examples() -> dict[EvalSet, pd.DataFrame]:
             for k in range(4)
         ]
     )
-    return {EvalSet.MNLI_MATCHED: mnli, EvalSet.MNLI_MISMATCHED: mnli, EvalSet.HANS: hans}
+    return {"mnli_matched": mnli, "mnli_mismatched": mnli, "hans": hans}
 
 
-def _write_seed(
-    runs: Path, seed: int, examples: dict[EvalSet, pd.DataFrame], config: Config
-) -> None:
+def _write_seed(runs: Path, seed: int, examples: dict[str, pd.DataFrame], config: Config) -> None:
     rng = np.random.default_rng(seed)
-    metrics = {}
+    metrics, columns = {}, []
     for name, frame in examples.items():
         logits = rng.normal(size=(len(frame), 3)).astype(np.float32)
-        predictions = prediction_frame(name, frame, logits)
+        predictions = prediction_frame(config, name, frame, logits)
         (runs / f"seed-{seed}" / "predictions").mkdir(parents=True, exist_ok=True)
         predictions.to_parquet(runs / f"seed-{seed}" / "predictions" / f"{name}.parquet")
-        metrics.update(prediction_metrics(name, predictions))
+        values, found = prediction_metrics(config, name, predictions)
+        metrics |= values
+        columns += [asdict(column) for column in found]
     (runs / f"seed-{seed}" / "metrics.json").write_text(json.dumps(metrics))
+    (runs / f"seed-{seed}" / "columns.json").write_text(json.dumps(columns))
     config.with_seed(seed).save(runs / f"seed-{seed}" / "config.yaml")
 
 
 @pytest.fixture
 def results(tmp_path: Path) -> tuple[Path, object]:
     examples = _examples()
-    config = load_config(None, [f"seeds={SEEDS}", f"data.reference_runs={REFERENCE}"])
+    config = load_config(None, [f"seeds={SEEDS}", f"reference.runs={REFERENCE}"])
     for seed in SEEDS:
         _write_seed(tmp_path / "runs", seed, examples, config)
     aggregate(config, tmp_path / "runs", tmp_path / "results")
@@ -79,7 +82,7 @@ def test_aggregate_writes_every_table(results):
     assert swap["std"] == pytest.approx(values.std(ddof=1))
     assert swap["ci_low"] <= swap["mean"] <= swap["ci_high"]
 
-    hans = pd.read_csv(results_dir / "agreement_hans.csv")
+    hans = pd.read_csv(results_dir / "agreement" / "hans.csv")
     assert len(hans) == 120 and hans["n_seeds"].eq(4).all()
     by_hand = sum(
         (
@@ -90,11 +93,12 @@ def test_aggregate_writes_every_table(results):
         for s in SEEDS
     )
     assert hans["n_correct"].tolist() == by_hand.tolist()
-    mnli = pd.read_csv(results_dir / "agreement_mnli_matched.csv")
+    mnli = pd.read_csv(results_dir / "agreement" / "mnli_matched.csv")
     assert len(mnli) == 60 and mnli["n_correct"].between(0, 4).all()
 
     boot = pd.read_csv(results_dir / "multibootstrap.csv")
-    assert boot["subcase"].tolist() == list(SUBCASES)
+    assert boot["set"].eq("hans").all() and len(boot) == 1 + 6 + 30  # every HANS column
+    assert boot["column"].tolist()[7:] == list(SUBCASES)
     assert (boot["ci_low"] <= boot["accuracy"]).all() and (
         boot["accuracy"] <= boot["ci_high"]
     ).all()
@@ -124,9 +128,12 @@ def test_aggregate_writes_every_table(results):
     }
     decision = json.loads((results_dir / "verdict.json").read_text())
     assert headline["verdict"]["outcome"] == decision["outcome"] == "inconclusive"
-    assert decision["reason"] == (  # random logits: MNLI-m at chance
-        "inconclusive: mean MNLI-m accuracy 0.304 is within 5 points of chance (1/3)"
-    )
+    assert decision["rule"] == "near chance"  # random logits: MNLI-m at chance
+    assert decision["numbers"]["column"] == "MNLI dev acc."
+    assert decision["numbers"]["mean"] == pytest.approx(seeds["MNLI dev acc."].mean())
+    assert decision["design"] == {"reference": ["MNLI dev acc."], "tested": NONENT, "chance": 1 / 3}
+    scatter = pd.read_csv(results_dir / "scatter.csv")
+    assert scatter["diagnostic accuracy"].tolist() == seeds["Lexical (nonent)"].tolist()
     assert "Infinity" not in (results_dir / "verdict.json").read_text()
 
 
@@ -134,7 +141,7 @@ def test_report_files_and_one_point_per_seed(results):
     results_dir, config = results
     written = write_report(config, results_dir, results_dir.parent / "report")
     names = {path.name for path in written}
-    for plot in ("subcases", "mnli_vs_hans", "agreement", "std"):
+    for plot in ("groups", "scatter", "agreement", "std"):
         assert {f"{plot}.png", f"{plot}.svg"} <= names
         assert (results_dir.parent / "report" / f"{plot}.png").stat().st_size > 10_000
     page = (results_dir.parent / "report" / "report.html").read_text()
@@ -145,16 +152,20 @@ def test_report_files_and_one_point_per_seed(results):
     assert "Made from the paper study" in markdown and "4 seeds of bert-base-uncased" in markdown
     assert "<th>column</th>" not in page  # no stray header row
 
-    seeds = pd.read_csv(results_dir / "seeds.csv")
-    paper_runs, our_seeds = plot_mnli_vs_hans(seeds, pd.read_csv(REFERENCE)).axes[0].collections
+    seeds, paper = pd.read_csv(results_dir / "seeds.csv"), pd.read_csv(REFERENCE)
+    figure = plot_scatter(seeds, paper, "MNLI dev acc.", NONENT, "paper")
+    assert len(figure.axes) == 3  # one panel per tested column
+    paper_runs, our_seeds = figure.axes[0].collections
     assert len(our_seeds.get_offsets()) == len(SEEDS) and len(paper_runs.get_offsets()) == 100
-    paper_points, our_points = plot_subcases(seeds, pd.read_csv(REFERENCE)).axes[0].collections
+    paper_points, our_points = (
+        plot_groups(seeds, paper, {"hans": list(SUBCASES)}, "paper").axes[0].collections
+    )
     assert len(our_points.get_offsets()) == 30 * len(SEEDS)
     assert len(paper_points.get_offsets()) == 30 * 100
 
 
 def test_aggregate_refuses_seeds_of_another_recipe(tmp_path: Path):
-    config = load_config(None, ["seeds=[0, 1]", f"data.reference_runs={REFERENCE}"])
+    config = load_config(None, ["seeds=[0, 1]", f"reference.runs={REFERENCE}"])
     other = load_config(None, ["train.learning_rate=1e-3", "train.epochs=1"])
     _write_seed(tmp_path / "runs", 0, _examples(), config)
     _write_seed(tmp_path / "runs", 1, _examples(), other)
@@ -167,10 +178,10 @@ def test_aggregate_refuses_seeds_of_another_recipe(tmp_path: Path):
 
 
 def test_aggregate_refuses_seeds_evaluated_on_other_subcases(tmp_path: Path):
-    config = load_config(None, ["seeds=[0, 1]", f"data.reference_runs={REFERENCE}"])
+    config = load_config(None, ["seeds=[0, 1]", f"reference.runs={REFERENCE}"])
     examples = _examples()
     _write_seed(tmp_path / "runs", 0, examples, config)
-    fewer = {**examples, EvalSet.HANS: examples[EvalSet.HANS].iloc[4:]}  # no subject/object swap
+    fewer = {**examples, "hans": examples["hans"].iloc[4:]}  # no subject/object swap
     _write_seed(tmp_path / "runs", 1, fewer, config)
     with pytest.raises(SeedvarError, match=r"seeds 0 and 1 report different metrics \(ln_subj"):
         aggregate(config, tmp_path / "runs", tmp_path / "results")

@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from seedvar.metrics import MNLI_MATCHED
 from seedvar.study.analysis import (
     agreement,
     bootstrap_mean_ci,
@@ -16,6 +15,8 @@ from seedvar.study.analysis import (
     describe,
     multibootstrap,
 )
+
+MNLI_MATCHED = "MNLI dev acc."  # the paper's in-distribution headline column
 
 
 def test_describe_known_values():
@@ -58,12 +59,17 @@ def test_multibootstrap_separates_seed_variance_from_example_variance():
 def test_compare_spread_ratios():
     ours = pd.DataFrame({"MNLI dev acc.": [0.80, 0.81, 0.82], "swap": [0.1, 0.3, 0.5]})
     paper = pd.DataFrame({"MNLI dev acc.": [0.84, 0.85], "swap": [0.0, 0.6]})
-    result = compare_spread(ours, paper, ["MNLI dev acc.", "swap"])
+    result = compare_spread(ours, paper, ["MNLI dev acc.", "swap"], "MNLI dev acc.")
     assert result.loc["swap", "ours_range"] == pytest.approx(0.4)
     assert result.loc["swap", "ours_range_ratio"] == pytest.approx(0.4 / 0.02)
     assert result.loc["swap", "paper_range_ratio"] == pytest.approx(0.6 / 0.01)
     assert result.loc["swap", "ours_std_ratio"] == pytest.approx(0.2 / 0.01)
     assert result.loc["MNLI dev acc.", "paper_mean"] == pytest.approx(0.845)
+    alone = compare_spread(ours, None, ["MNLI dev acc.", "swap"], "MNLI dev acc.")
+    assert not any(column.startswith("paper_") for column in alone.columns)
+    assert alone["ours_range_ratio"].equals(result["ours_range_ratio"])
+    by_swap = compare_spread(ours, paper, ["MNLI dev acc."], "swap")  # any column as the base
+    assert by_swap.loc["MNLI dev acc.", "ours_range_ratio"] == pytest.approx(0.02 / 0.4)
 
 
 def test_equal_seeds_have_a_std_of_exactly_zero_and_one_seed_warns_of_nothing():
@@ -71,5 +77,5 @@ def test_equal_seeds_have_a_std_of_exactly_zero_and_one_seed_warns_of_nothing():
     assert describe(equal, list(equal.columns))["std"].tolist() == [0.0, 0.0]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy's "Degrees of freedom <= 0" would fail here
-        one = compare_spread(equal.head(1), equal, ["Lexical (nonent)"])
+        one = compare_spread(equal.head(1), equal, ["Lexical (nonent)"], MNLI_MATCHED)
     assert one.loc["Lexical (nonent)", "ours_std"] == 0.0

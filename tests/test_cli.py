@@ -35,7 +35,7 @@ def test_bad_setting_is_one_line_and_exit_2(study_dir: Path, capsys: pytest.Capt
 
 
 def test_missing_data_file_stops_before_training(study_dir: Path, capsys):
-    code = main(["train", *SMOKE, "--set", "data.mnli_train=data/offline/mnli/nope.parquet"])
+    code = main(["train", *SMOKE, "--set", "task.train=data/offline/mnli/nope.parquet"])
     assert code == 2
     error = capsys.readouterr().err
     assert "data/offline/mnli/nope.parquet: file not found" in error

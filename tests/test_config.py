@@ -17,7 +17,19 @@ def test_defaults_are_the_papers_recipe(tmp_path: Path):
     train = config.train
     assert (train.learning_rate, train.batch_size, train.epochs) == (2e-5, 32, 3)
     assert (train.warmup_ratio, train.weight_decay, train.gradient_clip) == (0.1, 0.01, 1.0)
-    assert config.data.mnli_train == "hub" and config.data.hans.endswith("evaluation_set.txt")
+    assert config.task.name == "MNLI" and config.task.train == "hub:nyu-mll/glue:mnli:train"
+    assert config.diagnostics["hans"].source.endswith("evaluation_set.txt")
+
+
+def test_a_new_task_replaces_the_task_and_keeps_the_diagnostic_sets():
+    rte = load_config(None, profile="rte")
+    assert rte.task.name == "RTE" and list(rte.task.evaluation) == ["rte"]
+    assert rte.task.augmentation is None and rte.reference is None  # the paper's are dropped
+    assert list(rte.diagnostics) == ["hans", "glue_diagnostic"]
+    assert rte.diagnostics["hans"].collapse == {"non-entailment": ["not_entailment"]}
+    assert rte.diagnostics["hans"].groups["subcase"].within == "heuristic"  # kept from defaults
+    dropped = load_config(None, ["diagnostics.glue_diagnostic=null"], profile="rte")
+    assert list(dropped.diagnostics) == ["hans"]
 
 
 def test_precedence_profile_file_overrides(tmp_path: Path):

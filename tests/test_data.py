@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import urllib.error
 from pathlib import Path
@@ -9,42 +10,69 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from seedvar.data.hans import canonical_hans, load_hans
+from seedvar.config import load_config
 from seedvar.data.io import fingerprint, read_table, subsample
-from seedvar.data.mnli import load_mnli
+from seedvar.data.sources import canonical, check_groups, read_source
 from seedvar.data.tokenized import tokenize_cached
 from seedvar.errors import DataError
 from seedvar.pretrained import load_tokenizer
 from seedvar.training.datamodule import PadToLongest
-from tests.conftest import FIXTURES, OFFLINE, QUICK, run_command
+from tests.conftest import FIXTURES, OFFLINE, QUICK, REPO, run_command
 
 MNLI_COLUMNS = ["id", "premise", "hypothesis", "label"]
+CONFIG = load_config(None, profile="smoke")  # the paper's declaration: MNLI -> HANS
+TASK = CONFIG.task
+HANS = CONFIG.diagnostics["hans"]
+HANS_GROUPS = {group: declared.optional for group, declared in HANS.groups.items()}
+NO_DOWNLOADS = Path("unused-download-dir")  # file sources never download
+
+
+def load_task_set(source: str | Path) -> pd.DataFrame:
+    """One MNLI set as the study loads it: the task's fields, labels and dropped labels."""
+    frame, origin = read_source(str(source), NO_DOWNLOADS)
+    return canonical(frame, TASK.fields, TASK.text, TASK.labels, origin, None, TASK.drop_labels)
+
+
+def hans_examples(frame: pd.DataFrame, origin: str) -> pd.DataFrame:
+    """A raw HANS table as the study brings it to the canonical schema, groups checked."""
+    examples = canonical(frame, HANS.fields, TASK.text, HANS.labels, origin, HANS_GROUPS)
+    check_groups(examples, HANS, origin)
+    return examples
+
+
+def load_hans(source: str | Path, download_dir: Path) -> pd.DataFrame:
+    """The HANS set as the study loads it (a file, or a URL downloaded into `download_dir`)."""
+    return hans_examples(*read_source(str(source), download_dir))
 
 
 def test_glue_tsv_keeps_quotes_and_maps_labels():
-    frame = load_mnli(str(FIXTURES / "glue_dev_matched.tsv"), "validation_matched")
+    frame = load_task_set(FIXTURES / "glue_dev_matched.tsv")
     assert list(frame.columns) == MNLI_COLUMNS
     assert frame["label"].tolist() == [1, 2, 0]
-    assert frame["id"].tolist() == ["0", "1", "2"]
     assert '"searchable"' in frame["premise"][1]
 
 
+def test_glue_tsv_ids_are_the_glue_index():
+    frame = load_task_set(FIXTURES / "glue_dev_matched.tsv")
+    assert frame["id"].tolist() == ["0", "1", "2"]
+
+
 def test_multinli_jsonl_drops_pairs_without_consensus():
-    frame = load_mnli(str(FIXTURES / "multinli_1.0_dev_matched.jsonl"), "validation_matched")
+    frame = load_task_set(FIXTURES / "multinli_1.0_dev_matched.jsonl")
     assert frame["label"].tolist() == [1, 0, 2]
     assert frame["hypothesis"].tolist()[1] == "He left."
 
 
 def test_canonical_jsonl_and_real_parquet():
-    frame = load_mnli(str(FIXTURES / "mnli_canonical.jsonl"), "train")
+    frame = load_task_set(FIXTURES / "mnli_canonical.jsonl")
     assert frame["id"].tolist() == ["10", "11", "12"] and frame["label"].tolist() == [0, 1, 2]
-    matched = load_mnli(str(OFFLINE / "mnli" / "validation_matched.parquet"), "validation_matched")
+    matched = load_task_set(OFFLINE / "mnli" / "validation_matched.parquet")
     assert len(matched) == 9815 and list(matched.columns) == MNLI_COLUMNS
     assert set(matched["label"]) == {0, 1, 2}
 
 
 def test_official_hans_tsv(tmp_path: Path):
-    frame = load_hans(str(FIXTURES / "heuristics_evaluation_set.txt"), tmp_path)
+    frame = load_hans(FIXTURES / "heuristics_evaluation_set.txt", tmp_path)
     assert frame["id"].tolist() == ["ex0", "ex1", "ex2"]
     assert frame["label"].tolist() == [1, 1, 0]
     assert frame["template"].tolist() == ["temp1", "temp11", "temp40"]
@@ -52,7 +80,7 @@ def test_official_hans_tsv(tmp_path: Path):
 
 
 def test_real_hans_parquet_has_30_subcases_of_1000(tmp_path: Path):
-    frame = load_hans(str(OFFLINE / "hans" / "validation.parquet"), tmp_path)
+    frame = load_hans(OFFLINE / "hans" / "validation.parquet", tmp_path)
     assert len(frame) == 30000
     assert frame.groupby("subcase").size().eq(1000).all() and frame["subcase"].nunique() == 30
     assert frame["template"].isna().all()
@@ -66,8 +94,73 @@ def test_hans_labels_by_name_and_number():
         "heuristic": ["lexical_overlap"] * 3,
         "subcase": ["ln_passive"] * 3,
     }
-    frame = canonical_hans(pd.DataFrame({**base, "label": ["entailment", 1, "0"]}), "t")
+    frame = hans_examples(pd.DataFrame({**base, "label": ["entailment", 1, "0"]}), "t")
     assert frame["label"].tolist() == [0, 1, 0]
+
+
+def hans_rows(heuristic: list[str], subcase: list[str]) -> pd.DataFrame:
+    n = len(subcase)
+    return pd.DataFrame(
+        {
+            "pairID": [f"ex{i}" for i in range(n)],
+            "sentence1": ["a"] * n,
+            "sentence2": ["b"] * n,
+            "gold_label": ["non-entailment"] * n,
+            "heuristic": heuristic,
+            "subcase": subcase,
+        }
+    )
+
+
+def test_hans_subcase_under_two_heuristics_is_refused():
+    frame = hans_rows(["lexical_overlap", "subsequence"], ["ln_passive", "ln_passive"])
+    with pytest.raises(DataError, match="t: subcase 'ln_passive' lies in several heuristic") as e:
+        hans_examples(frame, "t")
+    assert "(lexical_overlap, subsequence)" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_unknown_hans_groups_are_refused():
+    frame = hans_rows(["lexical_overlap"] * 2, ["ln_passive", "ln_made_up"])
+    with pytest.raises(DataError, match="t: unknown subcase value\\(s\\) 'ln_made_up'") as e:
+        hans_examples(frame, "t")
+    assert "ln_subject/object_swap" in str(e.value)  # names the declared values
+    frame = hans_rows(["lexical_overlap", "overlap"], ["ln_passive", "ln_passive"])
+    with pytest.raises(DataError, match="unknown heuristic value\\(s\\) 'overlap'"):
+        hans_examples(frame, "t")
+
+
+def test_hans_without_a_group_column_or_its_values_is_refused():
+    with pytest.raises(DataError, match="t: no column for subcase"):
+        hans_examples(hans_rows(["lexical_overlap"], ["ln_passive"]).drop(columns="subcase"), "t")
+    with pytest.raises(DataError, match="t: group 'subcase' has no values"):
+        hans_examples(hans_rows(["lexical_overlap"], [""]), "t")
+
+
+def test_a_multi_valued_group_is_checked_value_by_value():
+    from seedvar.declared import Diagnostic, Group
+
+    diagnostic = Diagnostic(
+        source="unused.jsonl",
+        labels=["entailment", "non-entailment"],
+        groups={"tags": Group(split=";", values=["negation", "quantifiers"])},
+        headline=["probe/tags"],
+    )
+    raw = pd.DataFrame(
+        {"premise": ["a", "b", "c"], "hypothesis": ["a", "b", "c"], "label": [0, 1, 0]}
+    )
+    fine = canonical(
+        raw.assign(tags=["negation;quantifiers", "", "negation"]),
+        TASK.fields,
+        TASK.text,
+        diagnostic.labels,
+        "t",
+        {"tags": False},
+    )
+    assert fine["tags"].isna().tolist() == [False, True, False]  # "" is no value
+    check_groups(fine, diagnostic, "t")
+    bad = fine.assign(tags=["negation;quantifier", None, "negation"])
+    with pytest.raises(DataError, match="t: unknown tags value\\(s\\) 'quantifier'"):
+        check_groups(bad, diagnostic, "t")
 
 
 def test_hans_url_download_is_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -99,7 +192,7 @@ def test_hans_url_unreachable_names_offline_copy(tmp_path, monkeypatch):
         raise urllib.error.URLError("Name or service not known")
 
     monkeypatch.setattr("urllib.request.urlopen", unreachable)
-    with pytest.raises(DataError, match="data/offline/hans/validation.parquet"):
+    with pytest.raises(DataError, match=r"--profile cpu, which reads data/offline/"):
         load_hans("https://example.org/hans.txt", tmp_path)
 
 
@@ -108,7 +201,7 @@ def test_hans_url_unreachable_names_offline_copy(tmp_path, monkeypatch):
     [
         ("missing.parquet", None, "file not found"),
         ("mnli.xlsx", "premise,hypothesis,label\n", "unknown format '.xlsx'"),
-        ("no_label.jsonl", '{"premise": "a", "hypothesis": "b"}\n', "missing column\\(s\\) label"),
+        ("no_label.jsonl", '{"premise": "a", "hypothesis": "b"}\n', "no column for label"),
         (
             "bad_label.jsonl",
             '{"premise": "a", "hypothesis": "b", "label": "maybe"}\n',
@@ -124,7 +217,7 @@ def test_bad_mnli_input_gives_one_clear_error(tmp_path: Path, name, content, pro
     if content is not None:
         path.write_text(content)
     with pytest.raises(DataError, match=problem) as caught:
-        load_mnli(str(path), "train")
+        load_task_set(path)
     assert str(path) in str(caught.value)
 
 
@@ -138,18 +231,28 @@ def test_truncated_parquet(tmp_path: Path):
 
 def test_hub_mnli_without_network_names_the_offline_data():
     """Real datasets hub call, in offline mode (the hub cannot be reached here anyway)."""
-    code = "from seedvar.data.mnli import load_mnli; load_mnli('hub', 'train')"
+    code = (
+        "from pathlib import Path; from seedvar.data.sources import read_source; "
+        "read_source('hub:nyu-mll/glue:mnli:train', Path('downloads'))"
+    )
     done = run_command(
         [sys.executable, "-c", code],
-        env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+        env={
+            "HF_DATASETS_OFFLINE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)]),
+        },
         timeout=QUICK,
     )
     assert done.returncode != 0
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("seedvar.errors.")]
+    assert line.startswith("seedvar.errors.DataError: ")  # one line: what, why, what to do
     assert (
-        "cannot load MNLI train from the Hugging Face hub (nyu-mll/glue, config mnli)"
-        in done.stderr
-    )
-    assert "data/offline/mnli/train_sample.parquet" in done.stderr
+        "cannot load hub:nyu-mll/glue:mnli:train from the Hugging Face hub: " in line
+    )  # the source as declared, then the hub's own error
+    assert "use an offline profile (--profile cpu, which reads data/offline/)" in line
+    assert "data/offline/" in line
 
 
 def test_subsample_is_fixed_and_stratified():
@@ -161,14 +264,14 @@ def test_subsample_is_fixed_and_stratified():
 
 def test_tokenization_is_cached_on_disk(tmp_path: Path):
     tokenizer = load_tokenizer("minilm-offline")
-    frame = load_mnli(str(FIXTURES / "mnli_canonical.jsonl"), "train")
-    first = tokenize_cached(frame, tokenizer, 32, tmp_path)
+    frame = load_task_set(FIXTURES / "mnli_canonical.jsonl")
+    first = tokenize_cached(frame, tokenizer, 32, tmp_path, TASK.text)
     entries = list((tmp_path / "tokenized").iterdir())
-    second = tokenize_cached(frame, tokenizer, 32, tmp_path)
+    second = tokenize_cached(frame, tokenizer, 32, tmp_path, TASK.text)
     assert len(entries) == 1 and list((tmp_path / "tokenized").iterdir()) == entries
     assert first["input_ids"] == second["input_ids"] and first["labels"] == [0, 1, 2]
     assert max(len(ids) for ids in first["input_ids"]) < 32  # stored unpadded
-    tokenize_cached(frame, tokenizer, 16, tmp_path)
+    tokenize_cached(frame, tokenizer, 16, tmp_path, TASK.text)
     assert len(list((tmp_path / "tokenized").iterdir())) == 2  # new max length, new entry
     assert fingerprint(frame) != fingerprint(frame.iloc[:2])
 

@@ -99,7 +99,7 @@ def test_two_processes_cannot_train_the_same_seed(study_dir: Path):
         (["--set", "seeds=[]"], "the seed list is empty"),
         (["--set", "seeds=[1, 2, 2]"], "seed(s) [2] appear more than once"),
         (["--set", "train.batch_size=0"], "train.batch_size: Input should be greater than 0"),
-        (["--set", "data.hans=data/offline/README.md"], "unknown format '.md'"),
+        (["--set", "diagnostics.hans.source=data/offline/README.md"], "unknown format '.md'"),
     ],
 )
 def test_bad_input_stops_before_any_work_with_one_line(study_dir: Path, args, message):

@@ -11,7 +11,8 @@ import pytest
 import torch
 from transformers import BertForSequenceClassification
 
-from seedvar.data.mnli import load_mnli
+from seedvar.config import load_config
+from seedvar.data.sources import canonical, read_source
 from seedvar.data.tokenized import tokenize_cached
 from seedvar.pretrained import TINY_RANDOM, load_model, load_tokenizer
 from seedvar.training.datamodule import NLIDataModule
@@ -19,14 +20,19 @@ from seedvar.training.module import NLIClassifier
 from seedvar.training.predict import predict_logits
 from tests.conftest import OFFLINE
 
+TASK = load_config(None).task
+LABELS = TASK.labels
+
 
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory: pytest.TempPathFactory) -> tuple[datasets.Dataset, int]:
     """64 real MNLI pairs, tokenized (lengths vary), and the pad token id."""
-    frame = load_mnli(str(OFFLINE / "mnli" / "validation_matched.parquet"), "validation_matched")
+    raw, origin = read_source(str(OFFLINE / "mnli" / "validation_matched.parquet"), OFFLINE)
+    frame = canonical(raw, TASK.fields, TASK.text, LABELS, origin)
     tokenizer = load_tokenizer(TINY_RANDOM)
     cache = tmp_path_factory.mktemp("cache")
-    return tokenize_cached(frame.head(64), tokenizer, 128, cache), tokenizer.pad_token_id
+    tokenized = tokenize_cached(frame.head(64), tokenizer, 128, cache, TASK.text)
+    return tokenized, tokenizer.pad_token_id
 
 
 class TrainingModes(L.Callback):
@@ -71,7 +77,7 @@ def test_each_precision_trains_with_gradient_clipping(examples, precision: str, 
     """bf16-mixed is the paper profile's GPU precision: Lightning refuses gradient clipping
     with a fused optimizer under mixed precision, so only full precision gets fused AdamW."""
     data, pad_id = examples
-    module = NLIClassifier(load_model(TINY_RANDOM, 0), 1e-3, 0.0, 0.0, total_steps=2)
+    module = NLIClassifier(load_model(TINY_RANDOM, 0, LABELS), 1e-3, 0.0, 0.0, total_steps=2)
     trainer = fit(module, data, pad_id, steps=2, callbacks=[], precision=precision)
     assert trainer.global_step == 2
     assert trainer.optimizers[0].defaults["fused"] is fused
@@ -79,7 +85,7 @@ def test_each_precision_trains_with_gradient_clipping(examples, precision: str, 
 
 def test_dropout_is_on_while_training_a_model_handed_over_in_eval_mode(examples):
     data, pad_id = examples
-    model = load_model(TINY_RANDOM, 0).eval()  # as from_pretrained returns it
+    model = load_model(TINY_RANDOM, 0, LABELS).eval()  # as from_pretrained returns it
     modes = TrainingModes()
     fit(
         NLIClassifier(model, 1e-3, 0.0, 0.0, total_steps=3),
@@ -93,7 +99,7 @@ def test_dropout_is_on_while_training_a_model_handed_over_in_eval_mode(examples)
 
 def test_attention_is_pytorch_sdpa(examples):
     data, pad_id = examples
-    model = load_model(TINY_RANDOM, 0).eval()
+    model = load_model(TINY_RANDOM, 0, LABELS).eval()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
         predict_logits(model, data, pad_id, batch_size=64)
     ops = {event.name for event in profile.events()}
@@ -102,7 +108,7 @@ def test_attention_is_pytorch_sdpa(examples):
 
 def test_predictions_come_back_in_row_order_whatever_the_batching(examples):
     data, pad_id = examples
-    model = load_model(TINY_RANDOM, 0).eval()
+    model = load_model(TINY_RANDOM, 0, LABELS).eval()
     one_by_one = predict_logits(model, data, pad_id, batch_size=1)
     with torch.inference_mode():
         row = {name: torch.tensor([values]) for name, values in data[0].items() if name != "labels"}
@@ -116,7 +122,7 @@ def test_predictions_come_back_in_row_order_whatever_the_batching(examples):
 
 def test_bf16_predictions_stay_close_to_full_precision(examples):
     data, pad_id = examples
-    model = load_model(TINY_RANDOM, 0).eval()
+    model = load_model(TINY_RANDOM, 0, LABELS).eval()
     full = predict_logits(model, data, pad_id, batch_size=16)
     bf16 = predict_logits(model, data, pad_id, batch_size=16, autocast=torch.bfloat16)
     assert not np.array_equal(full, bf16)  # the autocast took effect
@@ -126,9 +132,9 @@ def test_bf16_predictions_stay_close_to_full_precision(examples):
 @pytest.mark.slow
 def test_compiled_model_trains_and_keeps_its_weight_names(examples, tmp_path: Path):
     data, pad_id = examples
-    plain = load_model(TINY_RANDOM, 0)
+    plain = load_model(TINY_RANDOM, 0, LABELS)
     names = set(plain.state_dict())
-    model = load_model(TINY_RANDOM, 0)
+    model = load_model(TINY_RANDOM, 0, LABELS)
     traced = []  # a forward hook runs at trace time too: there is_compiling() is True
     model.register_forward_pre_hook(lambda *_: traced.append(torch.compiler.is_compiling()))
     module = NLIClassifier(model, 1e-3, 0.0, 0.0, total_steps=2, compile=True)
@@ -149,11 +155,11 @@ def test_compiled_model_trains_and_keeps_its_weight_names(examples, tmp_path: Pa
 
 
 def test_a_local_model_with_another_head_gets_a_new_three_way_head(tmp_path: Path):
-    config = load_model(TINY_RANDOM, 0).config
+    config = load_model(TINY_RANDOM, 0, LABELS).config
     config.num_labels = 2
     two_way = BertForSequenceClassification(config)
     two_way.save_pretrained(tmp_path)
-    model = load_model(str(tmp_path), 0)
+    model = load_model(str(tmp_path), 0, LABELS)
     assert model.classifier.weight.shape == (3, config.hidden_size)
     assert model.config.id2label == {0: "entailment", 1: "neutral", 2: "contradiction"}
     assert torch.equal(model.bert.pooler.dense.weight, two_way.bert.pooler.dense.weight)

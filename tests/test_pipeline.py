@@ -41,7 +41,7 @@ def test_dvc_repro_runs_the_study_and_reruns_only_what_changed(project: Path):
     headline = json.loads((project / "results" / "headline.json").read_text())
     assert headline["seeds"]["count"] == 3 and "hans/lexical_nonent" in headline
     assert headline["verdict"]["outcome"] in ("reproduces", "does not reproduce", "inconclusive")
-    for name in ("report.html", "report.md", "subcases.png", "std.svg"):
+    for name in ("report.html", "report.md", "groups.png", "std.svg"):
         assert (project / "report" / name).is_file()
     assert "mnli/matched_accuracy" in run_ok("dvc", "metrics", "show", cwd=project)
 

@@ -24,7 +24,6 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from seedvar.sweep.trial import SUMMARIZED
 from tests.conftest import QUICK, STUDY, dvc_project, run_command, run_ok, seed_name, seed_runs
 
 pytestmark = pytest.mark.slow
@@ -39,7 +38,7 @@ RECIPE = {
 SETS = ("mnli_matched", "mnli_mismatched", "hans")
 SPACE = (
     "sweep.space={learning_rate: {low: 1.0e-4, high: 3.0e-3, log: true}, "
-    "hans_train_examples: {low: 0, high: 300, step: 100}}"
+    "augment_examples: {low: 0, high: 300, step: 100}}"
 )
 SWEEP = ["sweep.seeds_per_trial=2", "sweep.n_trials=3", "data.max_eval_examples=300", SPACE]
 
@@ -274,7 +273,7 @@ def _state(pid: int) -> str:
 
 def test_a_corrupt_data_file_fails_fast_with_its_error_and_no_retries(cluster, study_dir: Path):
     Path("hans.parquet").write_bytes(b"PAR1 this is not a parquet file")
-    settings = on(cluster, "data.hans=hans.parquet")
+    settings = on(cluster, "diagnostics.hans.source=hans.parquet")
     done = run_command(
         seedvar("launch", "--profile", "smoke", *settings, "--report", "launch.json"),
         timeout=STUDY,
@@ -307,8 +306,12 @@ def test_a_sweep_runs_trials_at_once_and_survives_its_driver_being_killed(
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
     assert study.trials[0].user_attrs["default"] is True
     table = pd.read_csv("results/sweep/trials.csv")
-    summary = {f"{s}/{c}" for s in ("mean", "std") for c in SUMMARIZED}
-    params = {"param/learning_rate", "param/hans_train_examples"}
+    metrics = json.loads(
+        next(Path("sweeps").glob("seedvar-sweep/*/seed-0/metrics.json")).read_text()
+    )
+    columns = [c for c in metrics if not c.startswith("majority share")] + ["hans headline mean"]
+    summary = {f"{s}/{c}" for s in ("mean", "std") for c in columns}
+    params = {"param/learning_rate", "param/augment_examples"}
     assert set(table.columns) == {"trial", "state", "default", *params, *summary}
 
     client = MlflowClient(f"sqlite:///{study_dir}/mlruns/mlflow.db")
@@ -341,19 +344,19 @@ def test_pruning_on_ray_stops_the_trial_and_its_other_seed(cluster, study_dir: P
     study = optuna.create_study(storage=storage, study_name="pruned", direction="maximize")
     distributions = {
         "learning_rate": optuna.distributions.FloatDistribution(1e-4, 3e-3, log=True),
-        "hans_train_examples": optuna.distributions.IntDistribution(0, 300, step=100),
+        "augment_examples": optuna.distributions.IntDistribution(0, 300, step=100),
     }
     for _ in range(2):  # two finished trials that any real trial falls far below
         study.add_trial(
             optuna.trial.create_trial(
-                params={"learning_rate": 1e-3, "hans_train_examples": 0},
+                params={"learning_rate": 1e-3, "augment_examples": 0},
                 distributions=distributions,
                 value=0.99,
                 intermediate_values={0: 0.99, 1: 0.99},
                 user_attrs={
                     "mean/MNLI dev acc.": 0.99,
                     "std/MNLI dev acc.": 0.01,
-                    "std/HANS non-entailed": 0.1,
+                    "std/hans headline mean": 0.1,
                 },
             )
         )

@@ -17,7 +17,7 @@ TRAINED_HERE = ["train.precision=32-true", "train.eval_precision=32"]  # what `a
 CHANGES = {
     "nothing": ([], True),
     "the cache folder": (["data.cache_dir=/elsewhere/cache"], True),
-    "the reference runs": (["data.reference_runs=other/runs.csv"], True),
+    "the reference runs": (["reference.runs=other/runs.csv"], True),
     "the logging interval": (["train.log_every_n_steps=7"], True),
     "the MLflow experiment": (["tracking.experiment=another"], True),
     "the learning rate": (["train.learning_rate=3e-5"], False),
@@ -56,7 +56,7 @@ def test_seeds_aggregate_together_exactly_when_their_study_hashes_are_equal(
     assert accepted == same_hash == together
 
 
-@pytest.mark.parametrize("setting", ["data.cache_dir=/moved/cache", "data.reference_runs=x.csv"])
+@pytest.mark.parametrize("setting", ["data.cache_dir=/moved/cache", "reference.runs=x.csv"])
 def test_moving_files_outside_the_recipe_leaves_every_hash_alone(setting: str):
     before, after = smoke(), smoke(setting)
     assert before.hash() == after.hash() and before.study_hash() == after.study_hash()

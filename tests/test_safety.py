@@ -89,7 +89,9 @@ def _broken_copy(name: str, change) -> str:  # noqa: ANN001 (a frame -> frame fu
 )
 def test_odd_data_stops_before_training_with_one_line(study_dir: Path, change, message):
     hans = _broken_copy("hans.parquet", change)
-    done = run_command(train("--seed", "1", "--set", f"data.hans={hans}"), timeout=QUICK)
+    done = run_command(
+        train("--seed", "1", "--set", f"diagnostics.hans.source={hans}"), timeout=QUICK
+    )
     one_line_error(done, message)
     assert not list(Path("runs").glob("seed-1.partial*"))
 

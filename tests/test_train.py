@@ -14,11 +14,11 @@ from transformers import AutoModelForSequenceClassification
 
 from seedvar.config import load_config
 from seedvar.errors import OutputExistsError
-from seedvar.metrics import SUBCASES
 from seedvar.study.seed import run_seed
 from seedvar.training.device import native_cpu_bf16, on_this_machine
 
 pytestmark = pytest.mark.slow
+SUBCASES = load_config(None).diagnostics["hans"].groups["subcase"].values or []
 SMOKE = ["data.max_train_examples=200", "data.max_eval_examples=300"]
 
 

@@ -51,6 +51,8 @@ def reference(path: Path) -> str:
         for key in keys:
             value = value[key]
         raw = match["value"].strip()
+        if raw.startswith("&"):  # a YAML anchor: the mapping follows on the next lines
+            raw = ""
         if isinstance(value, dict) and not raw:
             stack.append((indent, match["key"]))
             if not match["note"]:

@@ -13,8 +13,8 @@ import yaml
 
 from seedvar import __version__
 from seedvar.config import Config, load_config, profile_names
+from seedvar.declared import shown_columns
 from seedvar.errors import ConfigError, SeedvarError
-from seedvar.metrics import HEADLINE_COLUMNS
 from seedvar.preflight import preflight
 
 DEFAULT_PARAMS = Path("params.yaml")
@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--prepared", type=Path, help="read the sets from this `seedvar prepare` folder"
     )
 
-    evaluate = command("evaluate", "evaluate saved weights on MNLI and HANS")
+    evaluate = command("evaluate", "evaluate saved weights on the study's evaluation sets")
     evaluate.add_argument("model_dir", type=Path, help="a model folder written by seedvar train")
     evaluate.add_argument(
         "--output",
@@ -117,8 +117,8 @@ def _config(args: argparse.Namespace, *extra: str) -> Config:
     return load_config(args.params, [*args.overrides, *extra], args.profile)
 
 
-def _print_summary(metrics: dict[str, float]) -> None:
-    for column in HEADLINE_COLUMNS:
+def _print_summary(config: Config, metrics: dict[str, float]) -> None:
+    for column in shown_columns(config.task, config.diagnostics):
         if column in metrics:
             print(f"  {column:<26} {metrics[column]:.4f}")
 
@@ -149,7 +149,7 @@ def _train(args: argparse.Namespace) -> int:
         f"seed {config.train.seed} finished in {result.wall_seconds:.0f} s: "
         f"{result.seed_dir} (MLflow run {result.run_id})"
     )
-    _print_summary(result.metrics)
+    _print_summary(config, result.metrics)
     return 0
 
 
@@ -161,7 +161,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     metrics = evaluate_saved(config, args.model_dir, output, force=args.force)
     print(f"evaluation written to {output}")
-    _print_summary(metrics)
+    _print_summary(config, metrics)
     return 0
 
 
@@ -208,7 +208,7 @@ def _sweep(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the trial is failed (Optuna retries it), its runs KILLED
         print("seedvar sweep: interrupted; run the same command to resume", file=sys.stderr)
         return 130
-    written = write_sweep_outputs(study, args.output)
+    written = write_sweep_outputs(config, study, args.output)
     print(
         f"sweep {study.study_name}: {len(study.trials)} trials in {config.sweep.storage}; "
         f"{len(written)} files in {args.output}"

@@ -17,7 +17,6 @@ import yaml
 from pydantic import (
     AllowInfNan,
     BaseModel,
-    ConfigDict,
     Field,
     StrictBool,
     StrictInt,
@@ -27,7 +26,9 @@ from pydantic import (
 )
 from pydantic.json_schema import JsonDict
 
+from seedvar.declared import Diagnostic, Reference, Task, declaration_problems
 from seedvar.errors import ConfigError
+from seedvar.sections import Section
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULTS = PROFILES_DIR / "defaults.yaml"
@@ -40,35 +41,17 @@ OUTSIDE_RECIPE: JsonDict = {"recipe": "no"}  # where a study runs, is cached and
 PER_SEED: JsonDict = {"recipe": "seed"}  # part of one seed's recipe, not of the study's
 
 
-class Section(BaseModel):
-    """A config section: unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
 class ModelConfig(Section):
     name: str
     max_length: StrictInt = Field(ge=8, le=512)
 
 
 class DataConfig(Section):
-    mnli_train: str
-    mnli_validation_matched: str
-    mnli_validation_mismatched: str
-    hans: str
-    hans_train: str
-    hans_train_examples: StrictInt = Field(ge=0)
+    augment_examples: StrictInt = Field(ge=0)  # pairs of task.augmentation added to training
     max_train_examples: StrictInt | None = Field(gt=0)
     max_val_examples: StrictInt | None = Field(gt=0)
     max_eval_examples: StrictInt | None = Field(gt=0)
     cache_dir: str = Field(json_schema_extra=OUTSIDE_RECIPE)
-    reference_runs: str = Field(json_schema_extra=OUTSIDE_RECIPE)
-
-    def sources(self) -> dict[str, str]:
-        """The data sources the study reads ("hub", a URL or a file), by setting."""
-        keys = ["mnli_train", "mnli_validation_matched", "mnli_validation_mismatched", "hans"]
-        keys += ["hans_train"] if self.hans_train_examples else []
-        return {key: getattr(self, key) for key in keys}
 
 
 class TrainConfig(Section):
@@ -208,7 +191,7 @@ def setting_path(key: str) -> str:
             return f"{section}.{key}"
     raise ValueError(
         f"unknown hyperparameter {key!r}; use a setting of model, data or train, "
-        "e.g. learning_rate, epochs, hans_train_examples"
+        "e.g. learning_rate, epochs, augment_examples"
     )
 
 
@@ -216,6 +199,9 @@ class Config(Section):
     profile: str
     seeds: list[StrictInt] = Field(json_schema_extra=OUTSIDE_RECIPE)
     model: ModelConfig
+    task: Task
+    diagnostics: dict[str, Diagnostic] = Field(min_length=1)
+    reference: Reference | None = Field(default=None, json_schema_extra=OUTSIDE_RECIPE)
     data: DataConfig
     train: TrainConfig
     tracking: TrackingConfig = Field(json_schema_extra=OUTSIDE_RECIPE)
@@ -234,6 +220,23 @@ class Config(Section):
         if repeated:
             raise ValueError(f"seed(s) {repeated} appear more than once; list each seed once")
         return seeds
+
+    @model_validator(mode="after")
+    def _declared_consistently(self) -> Config:
+        found = declaration_problems(self.task, self.diagnostics, self.data.augment_examples)
+        if found:
+            raise ValueError("; ".join(found))
+        return self
+
+    def sources(self) -> dict[str, str]:
+        """Every source the study reads (a file, a URL, hub:...), by its setting."""
+        task = self.task
+        found = {"task.train": task.train}
+        found |= {f"task.evaluation.{n}.source": s.source for n, s in task.evaluation.items()}
+        found |= {f"diagnostics.{n}.source": d.source for n, d in self.diagnostics.items()}
+        if task.augmentation and self.data.augment_examples:
+            found["task.augmentation.source"] = task.augmentation.source
+        return found
 
     def recipe(self, per_seed: bool = True) -> dict[str, Any]:
         """Dotted settings that decide a seed's result (every hash, one-recipe check and
@@ -284,9 +287,15 @@ def _recipe_of(section: BaseModel, per_seed: bool, prefix: str = "") -> dict[str
         value = getattr(section, name)
         if isinstance(value, BaseModel):
             recipe.update(_recipe_of(value, per_seed, f"{prefix}{name}."))
+        elif isinstance(value, dict):  # named declarations: diagnostics, evaluation sets
+            recipe[f"{prefix}{name}"] = {k: _plain(v) for k, v in value.items()}
         else:
             recipe[f"{prefix}{name}"] = value
     return recipe
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump() if isinstance(value, BaseModel) else value
 
 
 def short_hash(tree: dict[str, Any]) -> str:
@@ -386,8 +395,7 @@ def load_config(
         raise ConfigError(f"unknown profile {chosen!r}; choose one of {names}")
     chosen_profile = read_params(PROFILES_DIR / f"{chosen}.yaml")
     defaults = read_params(DEFAULTS)
-    raw = _deep_merge(defaults, chosen_profile)
-    raw = _deep_merge(_deep_merge(raw, from_file), from_overrides)
+    raw = layered([defaults, chosen_profile, from_file, from_overrides])
     raw["sweep"]["space"] = search_space(
         [defaults, chosen_profile, from_file, from_overrides],
         whole_in_overrides="sweep.space" in keys,
@@ -396,6 +404,23 @@ def load_config(
     origins = {"--set": from_overrides, str(params_path): from_file}
     origins[f"profile {chosen}"] = chosen_profile
     return validate(raw, origins=origins)
+
+
+def layered(layers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The layers merged in order, mapping by mapping. A layer whose task names another task
+    replaces the task and the published reference below it (the diagnostic sets stay: the
+    layer may change how its labels map onto them); a diagnostic set given as null is
+    dropped."""
+    raw: dict[str, Any] = {}
+    for layer in layers:
+        task = layer.get("task")
+        named = task.get("name") if isinstance(task, dict) else None
+        if named is not None and named != (raw.get("task") or {}).get("name"):
+            raw = {k: v for k, v in raw.items() if k not in ("task", "reference")}
+        raw = _deep_merge(raw, layer)
+    if isinstance(raw.get("diagnostics"), dict):
+        raw["diagnostics"] = {k: v for k, v in raw["diagnostics"].items() if v is not None}
+    return raw
 
 
 def search_space(layers: list[dict[str, Any]], whole_in_overrides: bool) -> dict[str, Any]:
@@ -441,6 +466,9 @@ def validate(
 def _describe(error: ValidationError, origins: dict[str, dict[str, Any]]) -> str:
     lines = []
     for problem in error.errors():
+        if not problem["loc"]:  # a problem of the declaration as a whole: its lines say where
+            lines.append(problem["msg"].removeprefix("Value error, "))
+            continue
         key = ".".join(str(part) for part in problem["loc"])
         where = next((name for name, tree in origins.items() if _holds(tree, problem["loc"])), "")
         where = f" (in {where})" if where else ""

@@ -20,13 +20,12 @@ OFFLINE_STUDY = "`make study` (the demo, minutes) or `make study PROFILE=cpu` (1
 # MiniLM-L6's non-embedding parameters (85 M against 10.6 M), so about 8 times the compute.
 CPU_SECONDS_PER_PAIR_EPOCH_MINILM = 120 / 6000
 BERT_BASE_OVER_MINILM = 8
-MNLI_TRAIN_PAIRS = 392_702
 
 
 def hub_needs(config: Config, data: bool = True, model: bool = True) -> list[str]:
     """The settings that would load from the hub (only the data's or the model's if asked)."""
-    sources = config.data.sources().items() if data else []
-    needs = [f"data.{key}" for key, value in sources if value == "hub"]
+    sources = config.sources().items() if data else []
+    needs = [key for key, value in sources if value.startswith("hub:")]
     name = config.model.name
     local = name.startswith(("/", ".", "~")) or Path(name).exists()  # a folder, maybe missing
     if model and name not in OFFLINE_ALIASES and not local:
@@ -98,13 +97,11 @@ def _cpu_projection(config: Config) -> str:
     """On a machine without a GPU: what the paper study would cost on this CPU."""
     import torch  # here only: the check above must stay fast
 
-    if torch.cuda.is_available() or config.profile != "paper":
+    pairs = config.task.train_size
+    if torch.cuda.is_available() or pairs is None or not config.task.train.startswith("hub:"):
         return ""
     per_seed = (
-        MNLI_TRAIN_PAIRS
-        * config.train.epochs
-        * CPU_SECONDS_PER_PAIR_EPOCH_MINILM
-        * BERT_BASE_OVER_MINILM
+        pairs * config.train.epochs * CPU_SECONDS_PER_PAIR_EPOCH_MINILM * BERT_BASE_OVER_MINILM
     )
     days = per_seed * len(config.seeds) / 86_400
     return (

@@ -1,81 +1,41 @@
-"""Pure metric functions (no I/O). Names follow the paper's per-run table.
+"""Metrics of a set's predictions as its declaration names them (pure: no I/O).
 
-Paper columns (reference/mccoy2020_runs.csv): "MNLI dev acc." (matched), the six
-heuristic x gold-label columns such as "Lexical (nonent)", "Overall accuracy" (HANS), and
-the 30 subcases such as "ln_subject/object_swap". We add "MNLI-mm acc." and, where HANS
-templates are known, "template/<subcase>/<template>".
+Every evaluation set yields accuracy columns: an in-distribution set one; a diagnostic set its
+overall accuracy and one per value of each group (per value and gold label where the group
+says `by_label`). Each column has a seeds-table name and an MLflow key, both from the
+declaration (for the paper's study: "MNLI dev acc.", "Lexical (nonent)", the 30 subcases).
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+import re
+from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
+from seedvar.declared import Diagnostic, Group, InDistribution, in_distribution_name
 
-class EvalSet(StrEnum):
-    """The evaluation sets of a study; their values name prediction files and tokenized sets."""
-
-    MNLI_MATCHED = "mnli_matched"
-    MNLI_MISMATCHED = "mnli_mismatched"
-    HANS = "hans"
-
-
-MNLI_LABELS = ("entailment", "neutral", "contradiction")  # GLUE order: 0, 1, 2
-HANS_LABELS = ("entailment", "non-entailment")  # Hugging Face `hans` order: 0, 1
-ENTAILMENT = 0
-VAL_ACCURACY = "val/mnli_matched_accuracy"  # per-epoch accuracy on the validation subset
 TRAIN_LOSS = "train/loss"
 TRAIN_SECONDS = "time/train_seconds"  # wall time of a seed's training (this attempt's part)
 EVALUATE_SECONDS = "time/evaluate_seconds"  # wall time of its evaluation
-
-MNLI_MATCHED = "MNLI dev acc."
-MNLI_MISMATCHED = "MNLI-mm acc."
-HANS_OVERALL = "Overall accuracy"
-HEURISTICS = {"lexical_overlap": "Lexical", "subsequence": "Subseq", "constituent": "Constituent"}
-GOLD_NAMES = {0: "entailed", 1: "nonent"}
-HEURISTIC_COLUMNS = [
-    f"{short} ({GOLD_NAMES[gold]})" for gold in (0, 1) for short in HEURISTICS.values()
-]
-SUBCASES = (
-    "ln_subject/object_swap",
-    "ln_preposition",
-    "ln_relative_clause",
-    "ln_passive",
-    "ln_conjunction",
-    "le_relative_clause",
-    "le_around_prepositional_phrase",
-    "le_around_relative_clause",
-    "le_conjunction",
-    "le_passive",
-    "sn_NP/S",
-    "sn_PP_on_subject",
-    "sn_relative_clause_on_subject",
-    "sn_past_participle",
-    "sn_NP/Z",
-    "se_conjunction",
-    "se_adjective",
-    "se_understood_object",
-    "se_relative_clause_on_obj",
-    "se_PP_on_obj",
-    "cn_embedded_under_if",
-    "cn_after_if_clause",
-    "cn_embedded_under_verb",
-    "cn_disjunction",
-    "cn_adverb",
-    "ce_embedded_under_since",
-    "ce_after_since_clause",
-    "ce_embedded_under_verb",
-    "ce_conjunction",
-    "ce_adverb",
-)  # fmt: skip  (five subcases per line, as in the paper's table)
-PAPER_COLUMNS = (MNLI_MATCHED, *HEURISTIC_COLUMNS, HANS_OVERALL, *SUBCASES)
-HANS_COLUMNS = (*HEURISTIC_COLUMNS, HANS_OVERALL, *SUBCASES)
-NON_ENTAILED_COLUMNS = tuple(c for c in HEURISTIC_COLUMNS if c.endswith("(nonent)"))
-SUBJECT_OBJECT_SWAP = "ln_subject/object_swap"
-HANS_NON_ENTAILED = "HANS non-entailed"  # all non-entailed HANS examples
 MAJORITY_SHARE = "majority share"  # share of a set's most frequent predicted label
-HEADLINE_COLUMNS = (MNLI_MATCHED, *NON_ENTAILED_COLUMNS, SUBJECT_OBJECT_SWAP)
+HEADLINE_MEAN = "headline mean"  # a diagnostic set's headline columns, averaged
+
+
+@dataclass(frozen=True)
+class Column:
+    """One accuracy column of a study: its seeds-table name, MLflow key, set and size."""
+
+    name: str
+    key: str
+    set: str
+    size: int
+
+
+def validation_key(set_name: str) -> str:
+    """The per-epoch validation accuracy's metric name, e.g. val/mnli_matched_accuracy."""
+    return f"val/{set_name}_accuracy"
 
 
 def accuracy(gold: np.ndarray, predicted: np.ndarray) -> float:
@@ -85,87 +45,115 @@ def accuracy(gold: np.ndarray, predicted: np.ndarray) -> float:
     return float(np.mean(np.asarray(gold) == np.asarray(predicted)))
 
 
-def to_hans_labels(predicted_mnli: np.ndarray) -> np.ndarray:
-    """3-way MNLI predictions -> HANS labels: entailment stays 0, neutral/contradiction -> 1."""
-    return np.where(np.asarray(predicted_mnli) == ENTAILMENT, 0, 1)
-
-
-def hans_metrics(
-    gold: np.ndarray,
-    predicted: np.ndarray,
-    heuristic: np.ndarray,
-    subcase: np.ndarray,
-    template: np.ndarray | None = None,
-) -> dict[str, float]:
-    """HANS accuracies: overall, per heuristic x gold label, per subcase, per template if known.
-
-    `gold` and `predicted` are HANS labels (0 entailment, 1 non-entailment).
-    """
-    gold, predicted = np.asarray(gold), np.asarray(predicted)
-    heuristic, subcase = np.asarray(heuristic), np.asarray(subcase)
-    correct = gold == predicted
-    result = {HANS_OVERALL: float(correct.mean())}
-    for name, short in HEURISTICS.items():
-        for label, gold_name in GOLD_NAMES.items():
-            chosen = (heuristic == name) & (gold == label)
-            if chosen.any():
-                result[f"{short} ({gold_name})"] = float(correct[chosen].mean())
-    for name in sorted(set(subcase)):
-        result[name] = float(correct[subcase == name].mean())
-    if template is not None:
-        template = np.asarray(template, dtype=object)
-        known = np.array([value is not None and value == value for value in template])
-        for sub, temp in sorted(
-            {(s, t) for s, t in zip(subcase[known], template[known], strict=True)}
-        ):
-            chosen = (subcase == sub) & (template == temp)
-            result[f"template/{sub}/{temp}"] = float(correct[chosen].mean())
-    return result
-
-
-def hans_non_entailed(metrics: dict[str, float]) -> float:
-    """Accuracy on all non-entailed HANS examples (the three heuristics are equally large)."""
-    return float(np.mean([metrics[column] for column in NON_ENTAILED_COLUMNS]))
-
-
-def majority_share_column(eval_set: EvalSet) -> str:
-    """The metric column holding a set's majority share, e.g. `majority share hans`."""
-    return f"{MAJORITY_SHARE} {eval_set}"
-
-
 def majority_share(predicted: np.ndarray) -> float:
     """Share of the most frequent predicted label: 1.0 for a seed that predicts one class."""
     return float(np.bincount(np.asarray(predicted)).max() / len(predicted))
 
 
-def set_metrics(
-    eval_set: EvalSet,
+def majority_share_column(set_name: str) -> str:
+    """The metric column holding a set's majority share, e.g. `majority share hans`."""
+    return f"{MAJORITY_SHARE} {set_name}"
+
+
+def safe_key(text: str) -> str:
+    """An MLflow-safe metric key: `a (b)` becomes `a_b`, other forbidden characters `_`."""
+    return re.sub(r"[^\w\-./ ]", "_", re.sub(r"\s*\(([^)]*)\)", r"_\1", text))
+
+
+def in_distribution_column(name: str, declared: InDistribution, size: int) -> Column:
+    key = declared.key or f"{name}/accuracy"
+    return Column(in_distribution_name(name, declared), key, name, size)
+
+
+def diagnostic_columns(
+    name: str, declared: Diagnostic, examples: pd.DataFrame
+) -> list[tuple[Column, np.ndarray]]:
+    """A diagnostic set's columns, each with the mask of its examples (canonical `examples`,
+    or predictions: gold label and group columns)."""
+    gold = examples["label" if "label" in examples else "gold"].to_numpy()
+    everything = np.ones(len(examples), dtype=bool)
+    overall = Column(
+        declared.overall.column or f"{name} overall",
+        declared.overall.key or f"{name}/overall",
+        name,
+        len(examples),
+    )
+    found = [(overall, everything)]
+    for group, level in declared.groups.items():
+        found += _group_columns(name, group, level, examples, gold, declared.labels)
+    return found
+
+
+def _group_columns(
+    set_name: str,
+    group: str,
+    level: Group,
+    examples: pd.DataFrame,
     gold: np.ndarray,
-    predicted: np.ndarray,
-    hans_groups: dict[str, np.ndarray] | None = None,
+    labels: list[str],
+) -> list[tuple[Column, np.ndarray]]:
+    values = examples[group]
+    if values.isna().all():
+        return []
+    if level.split is not None:  # multi-valued: the category, then each of its values
+        member = values.notna().to_numpy()
+        coarse = f"{set_name}/{group}"
+        found = [(Column(coarse, safe_key(coarse), set_name, int(member.sum())), member)]
+        split = values.fillna("").str.split(level.split)
+        for value in sorted({v for parts in split for v in parts if v}):
+            mask = split.map(lambda parts, value=value: value in parts).to_numpy()
+            name = f"{coarse}/{value}"
+            found.append((Column(name, safe_key(name), set_name, int(mask.sum())), mask))
+        return found
+    value_of = _objects(values)
+    parent_of = _objects(examples[level.within]) if level.within else np.full(len(values), "")
+    order = {value: i for i, value in enumerate(level.values or [])}
+    unique = sorted(
+        {
+            (p, v)
+            for p, v in zip(parent_of, value_of, strict=True)
+            if v is not None and p is not None
+        },
+        key=lambda pair: (order.get(pair[1], len(order)), pair),
+    )
+    found = []
+    for parent, value in unique:
+        mask = (parent_of == parent) & (value_of == value)
+        display = level.names.get(value, value)
+        fill = {"set": set_name, "group": group, "value": value, "parent": parent}
+        fill |= {"name": display, "name_lower": display.lower()}
+        if level.by_label is None:
+            found.append((_column(level, fill, "{set}/{value}", mask), mask))
+            continue
+        for index, label in enumerate(labels):
+            chosen = mask & (gold == index)
+            if chosen.any() and label in level.by_label:
+                filled = fill | {"label": level.by_label[label]}
+                found.append((_column(level, filled, "{set}/{name} ({label})", chosen), chosen))
+    return found
+
+
+def _objects(values: pd.Series) -> np.ndarray:
+    """A group column's values as objects, None where it has none (pandas may hold NaN)."""
+    return values.astype(object).where(values.notna(), None).to_numpy(dtype=object)
+
+
+def _column(level: Group, fill: dict[str, str], default: str, mask: np.ndarray) -> Column:
+    name = (level.column or default).format(**fill)
+    prefixed = name if name.startswith(f"{fill['set']}/") else f"{fill['set']}/{name}"
+    key = level.key.format(**fill) if level.key else safe_key(prefixed)
+    return Column(name, key, fill["set"], int(mask.sum()))
+
+
+def majority_share_key(set_name: str) -> str:
+    return f"majority_share/{set_name}"
+
+
+def set_metrics(
+    columns: list[tuple[Column, np.ndarray]], gold: np.ndarray, predicted: np.ndarray
 ) -> dict[str, float]:
-    """Paper-named metrics of one evaluation set and its majority share; `hans_groups` holds
-    HANS's heuristic, subcase and (where known) template per example."""
-    share = {majority_share_column(eval_set): majority_share(predicted)}
-    if eval_set is EvalSet.HANS:
-        if hans_groups is None:
-            raise ValueError("HANS metrics need the heuristic and subcase of every example")
-        return {**hans_metrics(gold, predicted, **hans_groups), **share}
-    name = MNLI_MATCHED if eval_set is EvalSet.MNLI_MATCHED else MNLI_MISMATCHED
-    return {name: accuracy(gold, predicted), **share}
-
-
-def mlflow_key(column: str) -> str:
-    """An MLflow-safe metric key for a paper column (MLflow forbids parentheses)."""
-    if column == MNLI_MATCHED:
-        return "mnli/matched_accuracy"
-    if column == MNLI_MISMATCHED:
-        return "mnli/mismatched_accuracy"
-    if column == HANS_OVERALL:
-        return "hans/overall"
-    if column.startswith(MAJORITY_SHARE):
-        return f"majority_share/{column.removeprefix(MAJORITY_SHARE).strip()}"
-    if column in HEURISTIC_COLUMNS:
-        short, gold_name = column.rstrip(")").split(" (")
-        return f"hans/{short.lower()}_{gold_name}"
-    return f"hans/{column}"
+    """Accuracy of every column (by name) and the set's majority share."""
+    correct = np.asarray(gold) == np.asarray(predicted)
+    metrics = {column.name: float(correct[mask].mean()) for column, mask in columns}
+    metrics[majority_share_column(columns[0][0].set)] = majority_share(predicted)
+    return metrics

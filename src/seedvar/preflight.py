@@ -21,14 +21,12 @@ def preflight(config: Config, data: bool = True, model: bool = True) -> None:
 def require_files(config: Config) -> None:
     """DataError naming every data setting whose file does not exist."""
     missing = [
-        f"{source}: file not found (data.{key})"
-        for key, source in config.data.sources().items()
-        if source != "hub"
-        and not source.startswith(("http://", "https://"))
-        and not Path(source).is_file()
+        f"{source}: file not found ({key})"
+        for key, source in config.sources().items()
+        if not source.startswith(("hub:", "http://", "https://")) and not Path(source).is_file()
     ]
     if missing:
         raise DataError(
-            f"{'; '.join(missing)}; check the path in params.yaml or --set data.*, and run "
-            "from the project's folder (where data/offline/ is)"
+            f"{'; '.join(missing)}; check the source in params.yaml or --set, and run from "
+            "the project's folder (where data/offline/ is)"
         )

@@ -15,12 +15,9 @@ from transformers import (
 )
 
 from seedvar.errors import ModelError, first_line
-from seedvar.metrics import MNLI_LABELS
 
 OFFLINE_MINILM = "minilm-offline"
 TINY_RANDOM = "tiny-random-bert"
-ID2LABEL = dict(enumerate(MNLI_LABELS))
-LABEL2ID = {label: index for index, label in ID2LABEL.items()}
 ATTENTION = "sdpa"  # PyTorch's fused scaled-dot-product attention (flash / memory-efficient)
 
 
@@ -51,9 +48,12 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
         raise ModelError(_cannot_load(name, error)) from None
 
 
-def load_model(name: str, init_seed: int) -> PreTrainedModel:
-    """A 3-way NLI classifier (GLUE label order); new weights are drawn from `init_seed`."""
+def load_model(name: str, init_seed: int, labels: list[str]) -> PreTrainedModel:
+    """A classifier over `labels` (their order: the data's integer labels); new weights are
+    drawn from `init_seed`."""
     torch.manual_seed(init_seed)
+    id2label = dict(enumerate(labels))
+    label2id = {label: index for index, label in id2label.items()}
     if name == TINY_RANDOM:  # sdpa attention: transformers' default where torch has it
         config = BertConfig(
             vocab_size=len(load_tokenizer(name)),
@@ -61,8 +61,8 @@ def load_model(name: str, init_seed: int) -> PreTrainedModel:
             num_hidden_layers=2,
             num_attention_heads=2,
             intermediate_size=64,
-            id2label=ID2LABEL,
-            label2id=LABEL2ID,
+            id2label=id2label,
+            label2id=label2id,
         )
         return BertForSequenceClassification(config)
     try:
@@ -71,9 +71,9 @@ def load_model(name: str, init_seed: int) -> PreTrainedModel:
             _source(name),
             attn_implementation=ATTENTION,
             ignore_mismatched_sizes=True,
-            num_labels=len(ID2LABEL),
-            id2label=ID2LABEL,
-            label2id=LABEL2ID,
+            num_labels=len(labels),
+            id2label=id2label,
+            label2id=label2id,
         )
     except (OSError, ValueError) as error:
         raise ModelError(_cannot_load(name, error)) from None

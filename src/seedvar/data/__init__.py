@@ -1,1 +1,1 @@
-"""Data: loaders that bring MNLI and HANS from any supported source to one canonical schema."""
+"""Data: any declared set, from any supported source, in one canonical schema."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -24,7 +23,7 @@ FORMATS = {
 def read_table(path: Path) -> pd.DataFrame:
     """Read a Parquet, JSONL or TSV file into a DataFrame; raise DataError for any problem."""
     if not path.is_file():
-        raise DataError(f"{path}: file not found; check the path in params.yaml or --set data.*")
+        raise DataError(f"{path}: file not found; check the source in params.yaml or --set")
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise DataError(
@@ -49,60 +48,6 @@ def read_table(path: Path) -> pd.DataFrame:
     if frame.empty:
         raise DataError(f"{path}: the file holds no examples; point to a non-empty {fmt} file")
     return frame
-
-
-def require_columns(frame: pd.DataFrame, columns: Iterable[str], origin: str) -> None:
-    """Raise DataError naming the missing columns."""
-    missing = [column for column in columns if column not in frame.columns]
-    if missing:
-        raise DataError(
-            f"{origin}: missing column(s) {', '.join(missing)}; "
-            f"found {', '.join(map(str, frame.columns))}"
-        )
-
-
-def example_frame(
-    ids: Iterable[object], frame: pd.DataFrame, labels: pd.Series, origin: str
-) -> pd.DataFrame:
-    """The canonical example schema shared by every set: id (str), premise, hypothesis,
-    label (int). Missing text and repeated ids are errors that name the file."""
-    result = pd.DataFrame(
-        {
-            "id": [str(value) for value in ids],
-            "premise": frame["premise"].to_list(),
-            "hypothesis": frame["hypothesis"].to_list(),
-            "label": labels.to_list(),
-        }
-    )
-    for column in ("premise", "hypothesis"):
-        missing = result[column].isna() | ~result[column].map(lambda v: isinstance(v, str))
-        if missing.any():
-            rows = ", ".join(result.loc[missing, "id"].head(3))
-            raise DataError(
-                f"{origin}: {int(missing.sum())} example(s) have no {column} text (id {rows}); "
-                "remove those rows or fill in the text"
-            )
-    repeated = result["id"][result["id"].duplicated()]
-    if len(repeated):
-        raise DataError(
-            f"{origin}: {len(repeated)} repeated example id(s) ({', '.join(repeated.head(3))}); "
-            "every example needs its own id: remove the duplicates or renumber the file"
-        )
-    return result
-
-
-def map_labels(values: pd.Series, names: tuple[str, ...], origin: str) -> pd.Series:
-    """Label names or integer ids -> integer ids in `names` order; unknown values are an error."""
-    by_name = {name: index for index, name in enumerate(names)}
-    by_name.update({str(index): index for index in range(len(names))})
-    mapped = values.map(lambda value: by_name.get(str(value).strip()))
-    unknown = sorted({str(value) for value in values[mapped.isna()]})
-    if unknown:
-        raise DataError(
-            f"{origin}: unknown label value(s) {', '.join(map(repr, unknown[:5]))}; "
-            f"expected {', '.join(names)} or 0-{len(names) - 1}"
-        )
-    return mapped.astype("int64")
 
 
 def fingerprint(frame: pd.DataFrame) -> str:

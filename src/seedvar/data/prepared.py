@@ -35,9 +35,12 @@ class StudyInputs:
 
 
 def inputs_key(config: Config) -> str:
-    """What the prepared inputs depend on: the recipe's model (tokenizer, max length) and data."""
-    recipe = config.recipe().items()
-    return short_hash({key: value for key, value in recipe if key.startswith(("model.", "data."))})
+    """What the prepared inputs depend on: the recipe's model (tokenizer, max length), its
+    declared sets and data settings."""
+    inputs = ("model.", "task.", "diagnostics", "data.")
+    return short_hash(
+        {key: value for key, value in config.recipe().items() if key.startswith(inputs)}
+    )
 
 
 Name = TypeVar("Name", bound=str)  # a set's name: a string, or an EvalSet
@@ -49,14 +52,16 @@ def tokenize_sets(
     """Tokenize every frame (through the on-disk cache) at the config's max length."""
     cache_dir = Path(config.data.cache_dir)
     return {
-        name: tokenize_cached(frame, tokenizer, config.model.max_length, cache_dir)
+        name: tokenize_cached(
+            frame, tokenizer, config.model.max_length, cache_dir, config.task.text
+        )
         for name, frame in frames.items()
     }
 
 
 def build_inputs(config: Config) -> StudyInputs:
     """Load every set from its source and tokenize it with the config's model's tokenizer."""
-    sets = load_study_sets(config.data)
+    sets = load_study_sets(config)
     return StudyInputs(sets, tokenize_sets(sets.named(), load_tokenizer(config.model.name), config))
 
 

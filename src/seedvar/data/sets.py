@@ -1,4 +1,5 @@
-"""The sets one study uses, loaded from the config: train, per-epoch validation, evaluation."""
+"""The sets one study uses, loaded as its declaration says: train, per-epoch validation, and the
+evaluation sets (the task's in-distribution sets, then the diagnostic sets)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from seedvar.config import DataConfig
-from seedvar.data.hans import load_hans
+from seedvar.config import Config
 from seedvar.data.io import fingerprint, subsample
-from seedvar.data.mnli import load_mnli
+from seedvar.data.sources import canonical, check_groups, read_source
+from seedvar.declared import Diagnostic
 from seedvar.errors import DataError
-from seedvar.metrics import ENTAILMENT, EvalSet
+from seedvar.metrics import diagnostic_columns
 
-NEUTRAL = 1
-HANS_TRAIN_ID_PREFIX = "hans-train-"  # keeps added HANS rows apart from MNLI ids
+AUGMENTED_ID_PREFIX = "augment-"  # keeps added rows apart from the task's ids
 
 
 @dataclass(frozen=True)
@@ -24,17 +24,16 @@ class StudySets:
 
     train: pd.DataFrame
     validation: pd.DataFrame
-    evaluation: dict[EvalSet, pd.DataFrame]
+    evaluation: dict[str, pd.DataFrame]  # by set name: the task's sets, then the diagnostics
 
     def named(self) -> dict[str, pd.DataFrame]:
         """Every set by name: train, validation, and the evaluation sets."""
-        evaluation = {str(name): frame for name, frame in self.evaluation.items()}
-        return {"train": self.train, "validation": self.validation, **evaluation}
+        return {"train": self.train, "validation": self.validation, **self.evaluation}
 
     @classmethod
     def from_named(cls, frames: dict[str, pd.DataFrame]) -> StudySets:
         """The inverse of `named`."""
-        evaluation = {name: frames[name] for name in EvalSet}
+        evaluation = {k: v for k, v in frames.items() if k not in ("train", "validation")}
         return cls(frames["train"], frames["validation"], evaluation)
 
     def fingerprints(self) -> dict[str, str]:
@@ -42,47 +41,77 @@ class StudySets:
         return {name: fingerprint(frame) for name, frame in self.named().items()}
 
 
-def load_study_sets(data: DataConfig) -> StudySets:
+def load_study_sets(config: Config) -> StudySets:
     """Load (and subsample, if configured) every set; raises DataError before any training."""
-    matched = load_mnli(data.mnli_validation_matched, "validation_matched")
-    mismatched = load_mnli(data.mnli_validation_mismatched, "validation_mismatched")
-    hans = load_hans(data.hans, Path(data.cache_dir) / "downloads")
-    train = subsample(load_mnli(data.mnli_train, "train"), data.max_train_examples)
-    if data.hans_train_examples:
-        train = pd.concat([train, hans_for_training(data, hans)], ignore_index=True)
-    return StudySets(
-        train=train,
-        validation=subsample(matched, data.max_val_examples),
-        evaluation={
-            EvalSet.MNLI_MATCHED: subsample(matched, data.max_eval_examples),
-            EvalSet.MNLI_MISMATCHED: subsample(mismatched, data.max_eval_examples),
-            EvalSet.HANS: subsample(hans, data.max_eval_examples, stratify="subcase"),
-        },
-    )
+    task, data = config.task, config.data
+    downloads = Path(data.cache_dir) / "downloads"
+
+    def task_set(source: str, fields: dict[str, list[str]] | None = None) -> pd.DataFrame:
+        frame, origin = read_source(source, downloads)
+        fields = fields or task.fields
+        return canonical(frame, fields, task.text, task.labels, origin, None, task.drop_labels)
+
+    evaluation = {
+        name: task_set(declared.source, declared.fields)
+        for name, declared in task.evaluation.items()
+    }
+    validation = subsample(evaluation[task.validation], data.max_val_examples)
+    evaluation = {name: subsample(f, data.max_eval_examples) for name, f in evaluation.items()}
+    diagnostics = {}  # whole, before subsampling: what augmentation must be disjoint from
+    for name, diagnostic in config.diagnostics.items():
+        frame, origin = read_source(diagnostic.source, downloads)
+        groups = {group: declared.optional for group, declared in diagnostic.groups.items()}
+        fields = diagnostic.fields or task.fields
+        diagnostics[name] = canonical(frame, fields, task.text, diagnostic.labels, origin, groups)
+        check_groups(diagnostics[name], diagnostic, origin)
+        check_headline(diagnostics[name], diagnostic, name)
+        evaluation[name] = subsample(diagnostics[name], data.max_eval_examples, diagnostic.stratify)
+    train = subsample(task_set(task.train), data.max_train_examples)
+    if data.augment_examples:
+        train = pd.concat([train, augmentation(config, diagnostics)], ignore_index=True)
+    return StudySets(train, validation, evaluation)
 
 
-def hans_for_training(data: DataConfig, hans_evaluation: pd.DataFrame) -> pd.DataFrame:
-    """`data.hans_train_examples` HANS-like training pairs (balanced over subcases) as MNLI
-    rows: entailment stays entailment, non-entailment becomes neutral. Refuses any pair that
-    is also in the HANS evaluation set."""
-    hans_train = load_hans(data.hans_train, Path(data.cache_dir) / "downloads")
-    chosen = subsample(hans_train, data.hans_train_examples, stratify="subcase")
-    evaluation_pairs = set(_pairs(hans_evaluation))
-    leaked = sum(pair in evaluation_pairs for pair in _pairs(chosen))
-    if leaked:
-        raise DataError(
-            f"{data.hans_train}: {leaked} of its pairs are in the HANS evaluation set "
-            f"({data.hans}); point data.hans_train at the HANS training set"
-        )
-    return pd.DataFrame(
-        {
-            "id": HANS_TRAIN_ID_PREFIX + chosen["id"],
-            "premise": chosen["premise"],
-            "hypothesis": chosen["hypothesis"],
-            "label": chosen["label"].map({0: ENTAILMENT, 1: NEUTRAL}),
-        }
-    )
+def check_headline(examples: pd.DataFrame, diagnostic: Diagnostic, name: str) -> None:
+    """DataError unless every headline and highlighted column is a column of the set."""
+    columns = [column.name for column, _ in diagnostic_columns(name, diagnostic, examples)]
+    for declared in (*diagnostic.headline, *diagnostic.highlight):
+        if declared not in columns:
+            raise DataError(
+                f"diagnostics.{name}: {declared!r} is not a column of {name}; its columns: "
+                f"{', '.join(columns[:12])}{', ...' if len(columns) > 12 else ''}"
+            )
 
 
-def _pairs(frame: pd.DataFrame) -> list[tuple[str, str]]:
-    return list(zip(frame["premise"], frame["hypothesis"], strict=True))
+def augmentation(config: Config, diagnostics: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """`data.augment_examples` pairs of the task's augmentation set (even over its `stratify`
+    groups) as task examples, their labels mapped by `to_task`. Refuses any pair that is also
+    in the diagnostic set it must be disjoint from."""
+    task, declared = config.task, config.task.augmentation
+    assert declared is not None  # the config's checks: augment_examples needs an augmentation
+    frame, origin = read_source(declared.source, Path(config.data.cache_dir) / "downloads")
+    groups = {declared.stratify: False} if declared.stratify else None
+    fields = declared.fields or task.fields
+    examples = canonical(frame, fields, task.text, declared.labels, origin, groups)
+    chosen = subsample(examples, config.data.augment_examples, stratify=declared.stratify)
+    if declared.disjoint_from:
+        held_out = diagnostics[declared.disjoint_from]
+        leaked = set(_pairs(chosen, task.text)) & set(_pairs(held_out, task.text))
+        if leaked:
+            raise DataError(
+                f"{origin}: {len(leaked)} of its pairs are in the diagnostic set "
+                f"{declared.disjoint_from}; point task.augmentation.source at a set disjoint "
+                "from it"
+            )
+    to_task = {
+        index: task.labels.index(declared.to_task[label])
+        for index, label in enumerate(declared.labels)
+    }
+    result = chosen[["id", *task.text]].copy()
+    result["id"] = AUGMENTED_ID_PREFIX + result["id"]
+    result["label"] = chosen["label"].map(to_task)
+    return result
+
+
+def _pairs(frame: pd.DataFrame, text: list[str]) -> list[tuple[str, ...]]:
+    return list(zip(*(frame[column] for column in text), strict=True))

@@ -22,28 +22,29 @@ def tokenizer_identity(tokenizer: PreTrainedTokenizerBase) -> str:
 
 
 def tokenize_cached(
-    frame: pd.DataFrame, tokenizer: PreTrainedTokenizerBase, max_length: int, cache_dir: Path
+    frame: pd.DataFrame,
+    tokenizer: PreTrainedTokenizerBase,
+    max_length: int,
+    cache_dir: Path,
+    text: list[str],
 ) -> datasets.Dataset:
-    """Token ids (unpadded) and labels for `frame`, from the cache when present."""
+    """Token ids (unpadded) and labels for `frame`'s `text` fields (a pair or one sentence),
+    from the cache when present."""
     key_text = f"{fingerprint(frame)}|{tokenizer_identity(tokenizer)}|{max_length}"
     key = hashlib.sha256(key_text.encode()).hexdigest()[:20]
     target = cache_dir / "tokenized" / key
     if target.is_dir():
         return datasets.load_from_disk(str(target))
     source = datasets.Dataset.from_dict(
-        {
-            "premise": frame["premise"].to_list(),
-            "hypothesis": frame["hypothesis"].to_list(),
-            "labels": frame["label"].to_list(),
-        }
+        {**{field: frame[field].to_list() for field in text}, "labels": frame["label"].to_list()}
     )
     encoded = source.map(
         lambda batch: tokenizer(
-            batch["premise"], batch["hypothesis"], truncation=True, max_length=max_length
+            *(batch[field] for field in text), truncation=True, max_length=max_length
         ),
         batched=True,
         batch_size=2000,
-        remove_columns=["premise", "hypothesis"],
+        remove_columns=text,
         desc="tokenizing",
     )
     keep = [name for name in encoded.column_names if name in (*MODEL_INPUTS, "labels")]

@@ -16,8 +16,8 @@ from typing import Any
 
 from seedvar import tracking
 from seedvar.config import Config
+from seedvar.declared import primary_column
 from seedvar.errors import OutputExistsError
-from seedvar.metrics import MNLI_MATCHED
 from seedvar.scale.cluster import chosen_where_seeds_run, import_ray, ray_session, seed_resources
 from seedvar.scale.protocol import Cause, SeedTask, Status, TaskKey, TaskResult
 from seedvar.scale.scheduler import Scheduler
@@ -133,7 +133,7 @@ def launch(
             )
             scheduler.submit(task)
         try:
-            _drive(scheduler, report, todo, echo)
+            _drive(scheduler, report, todo, primary_column(config.task), echo)
         except BaseException:
             scheduler.cancel_all()
             raise
@@ -144,10 +144,15 @@ def launch(
 
 
 def _drive(
-    scheduler: Scheduler, report: LaunchReport, todo: list[int], echo: Callable[[str], None]
+    scheduler: Scheduler,
+    report: LaunchReport,
+    todo: list[int],
+    column: str,
+    echo: Callable[[str], None],
 ) -> None:
-    """Collect results until every seed has one; after a failure that would hit every seed
-    (bad data, bad config), cancel the seeds that have not started."""
+    """Collect results until every seed has one (each shown with its `column`); after a
+    failure that would hit every seed (bad data, bad config), cancel the seeds that have not
+    started."""
     last_status = time.monotonic()
     stopping = False
     while scheduler.running:
@@ -155,8 +160,8 @@ def _drive(
             seed = result.key.seed
             if result.status.done:
                 report.finished.append(seed)
-                accuracy = (result.metrics or {}).get(MNLI_MATCHED)
-                score = f", MNLI-m {accuracy:.4f}" if accuracy is not None else ""
+                accuracy = (result.metrics or {}).get(column)
+                score = f", {column} {accuracy:.4f}" if accuracy is not None else ""
                 how = "was found finished" if result.status is Status.REUSED else "finished"
                 echo(f"seed {seed} {how} in {result.seconds:.0f} s{score}")
                 continue

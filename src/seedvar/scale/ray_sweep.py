@@ -42,6 +42,7 @@ from optuna.trial import TrialState
 
 from seedvar import tracking
 from seedvar.config import Config
+from seedvar.declared import primary_column
 from seedvar.errors import ConfigError, SeedvarError
 from seedvar.scale.cluster import import_ray, ray_session, seed_resources
 from seedvar.scale.launch import POLL_SECONDS, task_config
@@ -286,7 +287,8 @@ class Driver:
             values = record_trial(trial.trial, trial.config, metrics, trial.run)
             self.study.tell(trial.number, values, skip_if_finished=True)
             trial.run.end(tracking.FINISHED)
-            self.echo(f"trial {trial.number} complete: mean MNLI-m accuracy {values[0]:.4f}")
+            base = primary_column(self.base.task)
+            self.echo(f"trial {trial.number} complete: mean {base} {values[0]:.4f}")
         for waiting in [t for t in self.waiting if t.config.hash() == trial.config.hash()]:
             self.waiting.remove(waiting)
             self._start(waiting)

@@ -1,9 +1,11 @@
-"""Gather the seeds of a study into results/: tables, statistics, agreement, comparison."""
+"""Gather the seeds of a study into results/: tables, statistics, agreement, comparison, the
+verdict; every column, set and headline from the study's declaration."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -12,29 +14,20 @@ import pandas as pd
 
 from seedvar.config import Config
 from seedvar.data.io import read_table
+from seedvar.declared import in_distribution_name, primary_column, primary_set, shown_columns
 from seedvar.errors import SeedvarError
-from seedvar.metrics import (
-    GOLD_NAMES,
-    HANS_COLUMNS,
-    HANS_OVERALL,
-    HEADLINE_COLUMNS,
-    HEURISTICS,
-    MNLI_MATCHED,
-    MNLI_MISMATCHED,
-    PAPER_COLUMNS,
-    SUBCASES,
-    EvalSet,
-    majority_share_column,
-    mlflow_key,
-)
+from seedvar.metrics import MAJORITY_SHARE, Column, diagnostic_columns, majority_share_column
 from seedvar.study.analysis import agreement, compare_spread, describe, multibootstrap
 from seedvar.study.job import SeedJob
-from seedvar.study.verdict import Correlation, Prediction, correlate, mnli_predicts_hans, verdict
+from seedvar.study.verdict import Correlation, Design, Prediction, correlate, predicts, verdict
+
+SCATTER_X, SCATTER_Y = "in-distribution accuracy", "diagnostic accuracy"  # results/scatter.csv
 
 
-def seed_table(runs_dir: Path, seeds: list[int]) -> pd.DataFrame:
-    """One row per seed: the paper table's columns, MNLI-mm, and the seed; every seed must
-    have finished and report the same columns (e.g. the same HANS subcases)."""
+def seed_table(runs_dir: Path, seeds: list[int], first: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per seed: the seed, then the `first` columns there are (a published reference's
+    order, the in-distribution sets'), then the rest; every seed must have finished and report
+    the same columns (e.g. the same diagnostic groups)."""
     rows = []
     for seed in seeds:
         job = SeedJob(runs_dir, seed)
@@ -50,11 +43,11 @@ def seed_table(runs_dir: Path, seeds: list[int]) -> pd.DataFrame:
             missing = sorted(rows[0].keys() ^ row.keys())
             raise SeedvarError(
                 f"seeds {rows[0]['seed']} and {row['seed']} report different metrics "
-                f"({', '.join(missing[:5])}): they were evaluated on different sets or HANS "
-                "subcases; evaluate every seed of a study on the same data"
+                f"({', '.join(missing[:5])}): they were evaluated on different sets or groups; "
+                "evaluate every seed of a study on the same data"
             )
     table = pd.DataFrame(rows)
-    columns = [c for c in ("seed", *PAPER_COLUMNS, MNLI_MISMATCHED) if c in table]
+    columns = list(dict.fromkeys(c for c in ("seed", *first) if c in table))
     return table[[*columns, *[c for c in table.columns if c not in columns]]]
 
 
@@ -89,7 +82,7 @@ def require_one_recipe(config: Config, runs_dir: Path, seeds: list[int]) -> None
 
 
 def correct_matrix(
-    runs_dir: Path, seeds: list[int], eval_set: EvalSet
+    runs_dir: Path, seeds: list[int], eval_set: str
 ) -> tuple[pd.DataFrame, np.ndarray]:
     """The examples of one set (from the first seed) and a seeds x examples matrix of hits."""
     frames = [
@@ -108,61 +101,81 @@ def correct_matrix(
 
 
 def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, object]:
-    """Write seeds.csv, summary.json, verdict.json, headline.json, correlations, agreement,
-    Multi-Bootstrap and the comparison with the paper into `results_dir`; return the
-    headline. No inf or NaN reaches a JSON file: an undefined number is null."""
+    """Write seeds.csv, summary.json, verdict.json, headline.json, correlations, agreement
+    (per set), Multi-Bootstrap (per diagnostic column), the comparison with the published
+    reference (where the study declares one) and the scatter of the DVC plot into
+    `results_dir`; return the headline. No inf or NaN reaches a JSON file: an undefined number
+    is null."""
     results_dir.mkdir(parents=True, exist_ok=True)
-    seeds = config.seeds
-    table = seed_table(runs_dir, seeds)
+    seeds, task = config.seeds, config.task
+    paper = read_table(Path(config.reference.runs)) if config.reference else None
+    in_distribution = [in_distribution_name(n, d) for n, d in task.evaluation.items()]
+    table = seed_table(
+        runs_dir, seeds, [*(paper.columns if paper is not None else ()), *in_distribution]
+    )
     config = as_trained(config, runs_dir)
     require_one_recipe(config, runs_dir, seeds)
     table.to_csv(results_dir / "seeds.csv", index=False)
+    columns = SeedJob(runs_dir, seeds[0]).finished_columns()
+    accuracies = [c for c in columns if not c.name.startswith(MAJORITY_SHARE)]
+    in_diagnostics = {c.name for c in accuracies if c.set in config.diagnostics}
+    diagnostic = [c for c in table.columns if c in in_diagnostics]  # the seeds table's order
+    base = primary_column(task)
 
     numeric = [c for c in table.columns if c != "seed"]
     summary = describe(table, numeric)
     _write_json(results_dir / "summary.json", {"seeds": seeds, "columns": summary.to_dict("index")})
-    hans_columns = [c for c in HANS_COLUMNS if c in table]
-    correlation_table(correlate(table, hans_columns)).to_csv(
+    correlation_table(correlate(table, base, diagnostic)).to_csv(
         results_dir / "correlations.csv", index=False
     )
+    _write_agreement(config, runs_dir, results_dir, accuracies)
 
-    examples = {}
-    for eval_set in (EvalSet.MNLI_MATCHED, EvalSet.HANS):
-        examples[eval_set], correct = correct_matrix(runs_dir, seeds, eval_set)
-        examples[eval_set]["n_correct"] = agreement(correct)
-        examples[eval_set]["n_seeds"] = len(seeds)
-        examples[eval_set].to_csv(results_dir / f"agreement_{eval_set}.csv", index=False)
-        if eval_set is EvalSet.HANS:
-            _multibootstrap_table(examples[eval_set], correct).to_csv(
-                results_dir / "multibootstrap.csv", index=False
-            )
-
-    paper = read_table(Path(config.data.reference_runs))
-    comparison = compare_spread(table, paper, [c for c in PAPER_COLUMNS if c in table])
+    compared = [c for c in table.columns if c in numeric and not c.startswith(MAJORITY_SHARE)]
+    compared = [c for c in compared if paper is None or c in paper.columns]
+    comparison = compare_spread(table, paper, compared, base)
     comparison.to_csv(results_dir / "comparison.csv", index_label="column")
 
-    sizes = column_sizes(examples[EvalSet.MNLI_MATCHED], examples[EvalSet.HANS])
+    design = study_design(config)
+    sizes = {column.name: column.size for column in accuracies}
     shares = {
-        str(s): table[majority_share_column(s)].tolist()
-        for s in (EvalSet.MNLI_MATCHED, EvalSet.MNLI_MISMATCHED)
-        if majority_share_column(s) in table
+        name: table[majority_share_column(name)].tolist()
+        for name in task.evaluation
+        if majority_share_column(name) in table
     }
-    decision = verdict(table, sizes, shares)
+    decision = verdict(table, sizes, design, shares)
+    overall = [
+        c.name for c in accuracies if c.set in config.diagnostics and c.key.endswith("/overall")
+    ]
+    predicted = [*design.tested, *overall]
     _write_json(
         results_dir / "verdict.json",
         {
             "outcome": decision.outcome,
-            "reason": decision.reason,
+            "reason": decision.text,
+            "rule": decision.reason.rule,
+            "numbers": decision.reason.numbers,
             "margin": decision.margin,
             "min_seeds": decision.min_seeds,
+            "design": asdict(design),
             "columns": [asdict(column) for column in decision.columns],
             "tests": [asdict(test) for test in decision.tests],
-            "mnli_predicts_hans": _prediction(mnli_predicts_hans(table)),
-            "paper_mnli_predicts_hans": _prediction(mnli_predicts_hans(paper)),
+            "predicts": _prediction(predicts(table, base, predicted)),
+            "reference_predicts": (
+                _prediction(predicts(paper, base, [c for c in predicted if c in paper]))
+                if paper is not None and base in paper
+                else None
+            ),
         },
     )
+    scatter = pd.DataFrame(
+        {"seed": table["seed"], SCATTER_X: table[base], SCATTER_Y: table[design.tested[0]]}
+    )
+    scatter.to_csv(results_dir / "scatter.csv", index=False)
+    keys = {column.name: column.key for column in columns}
     headline: dict[str, object] = {
-        mlflow_key(c): _headline(summary.loc[c]) for c in HEADLINE_COLUMNS if c in table
+        keys[c]: _headline(summary.loc[c])
+        for c in shown_columns(task, config.diagnostics)
+        if c in table
     }
     headline["seeds"] = {"count": len(seeds)}
     headline["verdict"] = {"outcome": decision.outcome}
@@ -170,13 +183,52 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
     return headline
 
 
-def column_sizes(mnli: pd.DataFrame, hans: pd.DataFrame) -> dict[str, int]:
-    """How many examples each seeds-table column was measured on."""
-    sizes = {MNLI_MATCHED: len(mnli), HANS_OVERALL: len(hans)}
-    for (heuristic, gold), group in hans.groupby(["heuristic", "gold"]):
-        sizes[f"{HEURISTICS[heuristic]} ({GOLD_NAMES[gold]})"] = len(group)
-    sizes.update(hans["subcase"].value_counts().to_dict())
-    return sizes
+def study_design(config: Config) -> Design:
+    """What the verdict compares: the in-distribution headline columns with every diagnostic
+    set's headline columns, at the task's chance accuracy."""
+    task = config.task
+    reference = tuple(in_distribution_name(n, d) for n, d in task.evaluation.items() if d.headline)
+    tested = tuple(c for d in config.diagnostics.values() for c in d.headline)
+    return Design(reference, tested, 1 / len(task.labels))
+
+
+def _write_agreement(
+    config: Config, runs_dir: Path, results_dir: Path, columns: list[Column]
+) -> None:
+    """How many seeds got each example right (results/agreement/<set>.csv), for the primary
+    in-distribution set and every diagnostic set; Multi-Bootstrap accuracy and interval of
+    every diagnostic column (results/multibootstrap.csv)."""
+    folder = results_dir / "agreement"
+    folder.mkdir(exist_ok=True)
+    rows = []
+    for set_name in (primary_set(config.task), *config.diagnostics):
+        examples, correct = correct_matrix(runs_dir, config.seeds, set_name)
+        examples["n_correct"] = agreement(correct)
+        examples["n_seeds"] = len(config.seeds)
+        examples.to_csv(folder / f"{set_name}.csv", index=False)
+        if set_name not in config.diagnostics:
+            continue
+        masks = dict(diagnostic_masks(config, set_name, examples))
+        for column in [c for c in columns if c.set == set_name]:
+            mean, low, high = multibootstrap(correct[:, masks[column.name]])
+            rows.append(
+                {
+                    "set": set_name,
+                    "column": column.name,
+                    "accuracy": mean,
+                    "ci_low": low,
+                    "ci_high": high,
+                }
+            )
+    pd.DataFrame(rows).to_csv(results_dir / "multibootstrap.csv", index=False)
+
+
+def diagnostic_masks(
+    config: Config, set_name: str, examples: pd.DataFrame
+) -> list[tuple[str, np.ndarray]]:
+    """Each column of a diagnostic set with the mask of its examples."""
+    found = diagnostic_columns(set_name, config.diagnostics[set_name], examples)
+    return [(column.name, mask) for column, mask in found]
 
 
 def correlation_table(correlations: list[Correlation]) -> pd.DataFrame:
@@ -205,15 +257,6 @@ def _finite(content: object) -> object:
     if isinstance(content, float) and not math.isfinite(content):
         return None
     return content
-
-
-def _multibootstrap_table(examples: pd.DataFrame, correct: np.ndarray) -> pd.DataFrame:
-    rows = []
-    for subcase in [s for s in SUBCASES if s in set(examples["subcase"])]:
-        chosen = (examples["subcase"] == subcase).to_numpy()
-        mean, low, high = multibootstrap(correct[:, chosen])
-        rows.append({"subcase": subcase, "accuracy": mean, "ci_low": low, "ci_high": high})
-    return pd.DataFrame(rows)
 
 
 def flat_headline(results_dir: Path) -> dict[str, float]:

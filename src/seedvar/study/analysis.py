@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from seedvar.metrics import MNLI_MATCHED
-
 STATISTICS = ("min", "max", "mean", "std", "range", "ci_low", "ci_high")
 
 
@@ -70,12 +68,13 @@ def multibootstrap(
 
 
 def compare_spread(
-    ours: pd.DataFrame, paper: pd.DataFrame, columns: list[str], base: str = MNLI_MATCHED
+    ours: pd.DataFrame, paper: pd.DataFrame | None, columns: list[str], base: str
 ) -> pd.DataFrame:
-    """Side by side per column: range, mean, std, ours and the paper's, and each column's
-    spread relative to the base column's (range ratio and std ratio)."""
+    """Side by side per column: range, mean, std, ours and a published reference's (`paper`,
+    if any), and each column's spread relative to the base column's (range and std ratio)."""
     rows: dict[str, dict[str, float]] = {}
-    for name, table in (("ours", ours), ("paper", paper)):
+    tables = [("ours", ours)] + ([("paper", paper)] if paper is not None else [])
+    for name, table in tables:
         base_values = table[base].to_numpy(dtype=float)
         base_range = base_values.max() - base_values.min()
         base_std = seed_std(base_values)

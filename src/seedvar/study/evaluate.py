@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 
 import datasets
@@ -18,11 +19,19 @@ from seedvar import tracking
 from seedvar.config import Config
 from seedvar.data.prepared import tokenize_sets
 from seedvar.data.sets import load_study_sets
+from seedvar.declared import task_to_diagnostic
 from seedvar.errors import DivergedError, ModelError, OutputExistsError
 from seedvar.files import temporary, write_atomically
-from seedvar.metrics import EvalSet, set_metrics, to_hans_labels
-from seedvar.pretrained import ID2LABEL, load_tokenizer
-from seedvar.study.job import CONFIG, METRICS
+from seedvar.metrics import (
+    Column,
+    diagnostic_columns,
+    in_distribution_column,
+    majority_share_column,
+    majority_share_key,
+    set_metrics,
+)
+from seedvar.pretrained import load_tokenizer
+from seedvar.study.job import COLUMNS, CONFIG, METRICS
 from seedvar.training.device import (
     autocast_dtype,
     evaluation_device,
@@ -30,78 +39,97 @@ from seedvar.training.device import (
 )
 from seedvar.training.predict import predict_logits
 
-HANS_GROUPS = ("heuristic", "subcase", "template")
 
-
-def prediction_frame(eval_set: EvalSet, frame: pd.DataFrame, logits: np.ndarray) -> pd.DataFrame:
-    """Per-example predictions: id, gold, predicted (in the set's label space), 3 logits."""
+def prediction_frame(
+    config: Config, set_name: str, frame: pd.DataFrame, logits: np.ndarray
+) -> pd.DataFrame:
+    """Per-example predictions: id, gold and predicted (in the set's own labels: a diagnostic
+    set's through its collapse), one logit per task label, the set's group columns."""
     predicted = logits.argmax(axis=1)
-    is_hans = eval_set is EvalSet.HANS
+    diagnostic = config.diagnostics.get(set_name)
+    if diagnostic is not None:
+        predicted = np.asarray(task_to_diagnostic(config.task, diagnostic, set_name))[predicted]
     result = pd.DataFrame(
-        {
-            "id": frame["id"].to_numpy(),
-            "gold": frame["label"].to_numpy(),
-            "predicted": to_hans_labels(predicted) if is_hans else predicted,
-        }
+        {"id": frame["id"].to_numpy(), "gold": frame["label"].to_numpy(), "predicted": predicted}
     )
-    for index, label in ID2LABEL.items():
+    for index, label in enumerate(config.task.labels):
         result[f"logit_{label}"] = logits[:, index]
-    if is_hans:
-        for column in HANS_GROUPS:
-            result[column] = frame[column].to_numpy()
+    for group in diagnostic.groups if diagnostic else ():
+        result[group] = frame[group].to_numpy()
     return result
 
 
-def prediction_metrics(eval_set: EvalSet, predictions: pd.DataFrame) -> dict[str, float]:
-    """Paper-named metrics of one set's predictions."""
-    groups = None
-    if eval_set is EvalSet.HANS:
-        template = predictions["template"].to_numpy()
-        groups = {
-            "heuristic": predictions["heuristic"].to_numpy(),
-            "subcase": predictions["subcase"].to_numpy(),
-            "template": template if pd.notna(template).any() else None,
-        }
+def set_columns(
+    config: Config, set_name: str, predictions: pd.DataFrame
+) -> list[tuple[Column, np.ndarray]]:
+    """The columns of one set, each with the mask of its examples."""
+    if set_name in config.task.evaluation:
+        column = in_distribution_column(
+            set_name, config.task.evaluation[set_name], len(predictions)
+        )
+        return [(column, np.ones(len(predictions), dtype=bool))]
+    return diagnostic_columns(set_name, config.diagnostics[set_name], predictions)
+
+
+def prediction_metrics(
+    config: Config, set_name: str, predictions: pd.DataFrame
+) -> tuple[dict[str, float], list[Column]]:
+    """Metrics of one set's predictions (by column name) and its columns."""
+    columns = set_columns(config, set_name, predictions)
     gold, predicted = predictions["gold"].to_numpy(), predictions["predicted"].to_numpy()
-    return set_metrics(eval_set, gold, predicted, groups)
+    share = Column(
+        majority_share_column(set_name), majority_share_key(set_name), set_name, len(gold)
+    )
+    return set_metrics(columns, gold, predicted), [column for column, _ in columns] + [share]
 
 
 def evaluate_sets(
     model: PreTrainedModel,
-    frames: dict[EvalSet, pd.DataFrame],
-    tokenized: Mapping[str, datasets.Dataset] | Mapping[EvalSet, datasets.Dataset],
+    config: Config,
+    frames: dict[str, pd.DataFrame],
+    tokenized: Mapping[str, datasets.Dataset],
     pad_token_id: int,
-    batch_size: int,
     output_dir: Path,
     autocast: torch.dtype | None = None,
-) -> dict[str, float]:
-    """Predict every set; write predictions/<set>.parquet and metrics.json into `output_dir`.
+) -> tuple[dict[str, float], list[Column]]:
+    """Predict every set; write predictions/<set>.parquet, metrics.json and columns.json (each
+    column's name, MLflow key, set and size) into `output_dir`; return metrics and columns.
 
     A set whose predictions file is already there (an evaluation that was interrupted) is
     read back instead of predicted again. Non-finite logits raise DivergedError."""
     predictions_dir = output_dir / "predictions"
     predictions_dir.mkdir(exist_ok=True)  # in `output_dir`, which must exist
     metrics: dict[str, float] = {}
-    for eval_set, frame in frames.items():
-        path = predictions_dir / f"{eval_set}.parquet"
+    columns: list[Column] = []
+    for set_name, frame in frames.items():
+        path = predictions_dir / f"{set_name}.parquet"
         if path.is_file():
             predictions = pd.read_parquet(path)
         else:
             logits = predict_logits(
-                model, tokenized[eval_set], pad_token_id, batch_size, eval_set, autocast
+                model,
+                tokenized[set_name],
+                pad_token_id,
+                config.train.eval_batch_size,
+                set_name,
+                autocast,
             )
             if not np.isfinite(logits).all():
                 raise DivergedError(
-                    f"the model's predictions on {eval_set} are not finite (NaN or infinite "
+                    f"the model's predictions on {set_name} are not finite (NaN or infinite "
                     "logits): training diverged; lower train.learning_rate"
                 )
-            predictions = prediction_frame(eval_set, frame, logits)
+            predictions = prediction_frame(config, set_name, frame, logits)
             partial = temporary(path)
             predictions.to_parquet(partial, index=False)
             os.replace(partial, path)
-        metrics.update(prediction_metrics(eval_set, predictions))
+        set_values, set_columns_found = prediction_metrics(config, set_name, predictions)
+        metrics |= set_values
+        columns += set_columns_found
     write_atomically(output_dir / METRICS, json.dumps(metrics, indent=2))
-    return metrics
+    catalogue = [asdict(column) for column in columns]
+    write_atomically(output_dir / COLUMNS, json.dumps(catalogue, indent=2))
+    return metrics, columns
 
 
 def evaluate_saved(
@@ -117,7 +145,7 @@ def evaluate_saved(
             f"{model_dir}: no config.json here; give a folder written by seedvar train"
         )
     tokenizer = load_tokenizer(str(model_dir))
-    sets = load_study_sets(config.data)
+    sets = load_study_sets(config)
     tokenized = tokenize_sets(sets.evaluation, tokenizer, config)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir)
     model = model.to(evaluation_device(config))
@@ -129,16 +157,16 @@ def evaluate_saved(
         if force:  # predictions of an earlier evaluation would be read back, not redone
             shutil.rmtree(output_dir / "predictions", ignore_errors=True)
         output_dir.mkdir(parents=True, exist_ok=True)
-        metrics = evaluate_sets(
+        metrics, columns = evaluate_sets(
             model,
+            config,
             sets.evaluation,
             tokenized,
             tokenizer.pad_token_id,
-            config.train.eval_batch_size,
             output_dir,
             autocast_dtype(config),
         )
         config.save(output_dir / CONFIG)
-        run.log_metrics(metrics)
+        run.log_metrics(metrics, columns)
         run.log_folder(output_dir)
     return metrics

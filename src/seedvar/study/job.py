@@ -42,6 +42,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from seedvar.config import Config, validate
 from seedvar.errors import DiskError, OutputExistsError, Superseded, first_line
 from seedvar.files import remove_temporaries, temporary, write_atomically
+from seedvar.metrics import Column
 from seedvar.training.resume import resume_checkpoint
 
 RUN_STATE = "run.json"
@@ -49,6 +50,7 @@ ATTEMPT = "attempt.json"
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 FULL_DISK_TEXT = ("No space left on device", "file write failed")  # torch and safetensors
 METRICS = "metrics.json"
+COLUMNS = "columns.json"  # each metric's column: name, MLflow key, set, size
 CONFIG = "config.yaml"
 CLAIM_TRIES = 5
 
@@ -111,6 +113,10 @@ class SeedJob:
         """The seed's metrics if it has finished, else None."""
         path = self.folder / METRICS
         return json.loads(path.read_text()) if path.is_file() else None
+
+    def finished_columns(self) -> list[Column]:
+        """The columns of the finished seed's metrics (name, MLflow key, set, size)."""
+        return [Column(**column) for column in json.loads((self.folder / COLUMNS).read_text())]
 
     def finished_config(self) -> Config:
         """The recipe the finished seed was trained with (its config.yaml)."""

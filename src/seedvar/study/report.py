@@ -20,65 +20,71 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from seedvar import tracking  # noqa: E402
 from seedvar.config import Config  # noqa: E402
 from seedvar.data.io import read_table  # noqa: E402
-from seedvar.metrics import (  # noqa: E402
-    MNLI_MATCHED,
-    NON_ENTAILED_COLUMNS,
-    PAPER_COLUMNS,
-    SUBCASES,
-    SUBJECT_OBJECT_SWAP,
-)
-from seedvar.study.aggregate import as_trained, flat_headline  # noqa: E402
+from seedvar.declared import primary_column, primary_set  # noqa: E402
+from seedvar.study.aggregate import as_trained, flat_headline, study_design  # noqa: E402
 from seedvar.tracking import provenance  # noqa: E402
 
 OURS, PAPER = "tab:blue", "tab:gray"
 
 
-def plot_subcases(ours: pd.DataFrame, paper: pd.DataFrame) -> Figure:
-    """(a) Accuracy on each HANS subcase, one point per seed; the paper's runs beside ours."""
-    figure, axis = plt.subplots(figsize=(14, 5), layout="constrained")
-    positions = np.arange(len(SUBCASES))
-    jitter = np.random.default_rng(0)
-    for offset, table, color, label in (
-        (-0.18, paper, PAPER, f"paper ({len(paper)} runs)"),
-        (0.18, ours, OURS, f"ours ({len(ours)} seeds)"),
-    ):
-        xs = np.concatenate([np.full(len(table), p + offset) for p in positions])
-        xs = xs + jitter.uniform(-0.06, 0.06, size=xs.size)
-        ys = np.concatenate([table[s].to_numpy() for s in SUBCASES])
-        axis.scatter(xs, ys, s=9, alpha=0.6, color=color, label=label)
-    axis.set_xticks(positions, SUBCASES, rotation=70, ha="right", fontsize=8)
-    axis.set_ylabel("accuracy")
-    axis.set_ylim(-0.03, 1.03)
-    axis.set_title("HANS accuracy per subcase across seeds")
-    figure.legend(loc="outside right upper")  # beside the axes: no point under it
-    return figure
-
-
-def plot_mnli_vs_hans(
-    ours: pd.DataFrame, paper: pd.DataFrame, column: str = "Lexical (nonent)"
+def plot_groups(
+    ours: pd.DataFrame, paper: pd.DataFrame | None, by_set: dict[str, list[str]], name: str
 ) -> Figure:
-    """(b) MNLI-m accuracy against HANS lexical-overlap non-entailed accuracy, one point per
-    seed (labelled), beside the paper's 100 runs; both axes span 0-1 so spreads compare."""
-    figure, axis = plt.subplots(figsize=(6, 6), layout="constrained")
-    axis.scatter(paper[MNLI_MATCHED], paper[column], s=12, color=PAPER, label="paper (100 runs)")
-    axis.scatter(ours[MNLI_MATCHED], ours[column], color=OURS, label=f"ours ({len(ours)} seeds)")
-    for _, row in ours.iterrows():  # clipped to the axes: a seed at 100 % stays off the title
-        point = (row[MNLI_MATCHED], row[column])
-        axis.annotate(str(int(row["seed"])), point, fontsize=7, annotation_clip=True, clip_on=True)
-    axis.set_xlim(-0.02, 1.02)
-    axis.set_ylim(-0.02, 1.02)
-    axis.set_aspect("equal")
-    axis.set_xlabel("MNLI dev-matched accuracy")
-    axis.set_ylabel(f"HANS {column} accuracy")
-    axis.set_title("In-distribution vs out-of-distribution, per seed")
-    axis.legend(loc="upper left")
+    """(a) Accuracy on each column of each diagnostic set, one point per seed; the published
+    reference's runs (`name`) beside ours where it has the column."""
+    figure, axes = plt.subplots(
+        len(by_set), 1, figsize=(14, 4.5 * len(by_set)), layout="constrained", squeeze=False
+    )
+    jitter = np.random.default_rng(0)
+    for axis, (set_name, columns) in zip(axes[:, 0], by_set.items(), strict=True):
+        positions = np.arange(len(columns))
+        tables = [(0.18, ours, OURS, f"ours ({len(ours)} seeds)")]
+        if paper is not None and all(c in paper for c in columns):
+            tables.insert(0, (-0.18, paper, PAPER, name))
+        for offset, table, color, label in tables:
+            xs = np.concatenate([np.full(len(table), p + offset) for p in positions])
+            xs = xs + jitter.uniform(-0.06, 0.06, size=xs.size)
+            ys = np.concatenate([table[c].to_numpy() for c in columns])
+            axis.scatter(xs, ys, s=9, alpha=0.6, color=color, label=label)
+        axis.set_xticks(positions, columns, rotation=70, ha="right", fontsize=8)
+        axis.set_ylabel("accuracy")
+        axis.set_ylim(-0.03, 1.03)
+        axis.set_title(f"{set_name}: accuracy per column across seeds")
+        axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside: no point under it
     return figure
 
 
-def plot_agreement(mnli: pd.DataFrame, hans: pd.DataFrame) -> Figure:
-    """(c) How many seeds got each example right, MNLI-m and HANS."""
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
-    for axis, table, name in ((axes[0], mnli, "MNLI dev-matched"), (axes[1], hans, "HANS")):
+def plot_scatter(
+    ours: pd.DataFrame, paper: pd.DataFrame | None, base: str, tested: list[str], name: str
+) -> Figure:
+    """(b) The primary in-distribution accuracy against each tested headline column, one point
+    per seed (labelled), beside the reference's runs; both axes span 0-1 so spreads compare."""
+    figure, axes = plt.subplots(
+        1, len(tested), figsize=(5 * len(tested), 5), layout="constrained", squeeze=False
+    )
+    for axis, column in zip(axes[0], tested, strict=True):
+        if paper is not None and column in paper and base in paper:
+            axis.scatter(paper[base], paper[column], s=12, color=PAPER, label=name)
+        axis.scatter(ours[base], ours[column], color=OURS, label=f"ours ({len(ours)} seeds)")
+        for _, row in ours.iterrows():  # clipped to the axes: a seed at 100 % stays inside
+            point = (row[base], row[column])
+            axis.annotate(str(int(row["seed"])), point, fontsize=7, annotation_clip=True)
+        axis.set_xlim(-0.02, 1.02)
+        axis.set_ylim(-0.02, 1.02)
+        axis.set_aspect("equal")
+        axis.set_xlabel(base)
+        axis.set_ylabel(column)
+        axis.legend(loc="upper left")
+    figure.suptitle("In-distribution vs diagnostic accuracy, per seed")
+    return figure
+
+
+def plot_agreement(tables: dict[str, pd.DataFrame]) -> Figure:
+    """(c) How many seeds got each example right, per set."""
+    figure, axes = plt.subplots(
+        1, len(tables), figsize=(5.5 * len(tables), 4), layout="constrained", squeeze=False
+    )
+    for axis, (name, table) in zip(axes[0], tables.items(), strict=True):
         n_seeds = int(table["n_seeds"].iloc[0])
         axis.hist(table["n_correct"], bins=np.arange(n_seeds + 2) - 0.5, color=OURS)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole seeds only
@@ -89,14 +95,18 @@ def plot_agreement(mnli: pd.DataFrame, hans: pd.DataFrame) -> Figure:
 
 
 def plot_std(comparison: pd.DataFrame, decision: dict) -> Figure:
-    """(d) Spread across seeds per column: the paper's std beside our seed std (evaluation
-    noise removed) with its 95 % interval and our evaluation-noise std (results/verdict.json)."""
+    """(d) Spread across seeds per column: the reference's std (if any) beside our seed std
+    (evaluation noise removed) with its 95 % interval and our evaluation-noise std
+    (results/verdict.json)."""
     columns = ["seed_std", "seed_std_low", "seed_std_high", "noise_std"]
     ours = pd.DataFrame(decision["columns"]).set_index("column")[columns]
     ours = ours.astype(float).reindex(comparison.index)  # None (one seed: no std) -> NaN
     figure, axis = plt.subplots(figsize=(14, 5), layout="constrained")
     positions = np.arange(len(comparison))
-    axis.bar(positions - 0.2, comparison["paper_std"], width=0.4, color=PAPER, label="paper: std")
+    if "paper_std" in comparison:
+        axis.bar(
+            positions - 0.2, comparison["paper_std"], width=0.4, color=PAPER, label="reference: std"
+        )
     axis.bar(
         positions + 0.2,
         ours["seed_std"],
@@ -129,71 +139,92 @@ def plot_std(comparison: pd.DataFrame, decision: dict) -> Figure:
     return figure
 
 
-def made_from(config: Config, n_seeds: int, mnli_examples: int, hans_examples: int) -> str:
+def made_from(config: Config, n_seeds: int, sizes: dict[str, int]) -> str:
     """What the report was made from: profile, model, sizes, code version and date."""
     sources = provenance()
+    evaluated = ", ".join(f"{size:,} {name}" for name, size in sizes.items())
     return (
         f"Made from the {config.profile} study ({config.study_hash()}): {n_seeds} seeds of "
-        f"{config.model.name}, {config.train.epochs} epoch(s) on "
-        f"{config.data.max_train_examples or 'all'} training pairs, evaluated on "
-        f"{mnli_examples:,} MNLI-m and {hans_examples:,} HANS examples; seedvar "
-        f"{sources['version.seedvar']}, commit {sources['git.commit'][:12]}, "
-        f"{date.today().isoformat()}."
+        f"{config.model.name} fine-tuned on {config.task.name}, {config.train.epochs} epoch(s) "
+        f"on {config.data.max_train_examples or 'all'} training pairs, evaluated on "
+        f"{evaluated} examples; seedvar {sources['version.seedvar']}, commit "
+        f"{sources['git.commit'][:12]}, {date.today().isoformat()}."
     )
 
 
-def findings(comparison: pd.DataFrame, decision: dict, n_seeds: int) -> str:
+def findings(config: Config, comparison: pd.DataFrame, decision: dict, n_seeds: int) -> str:
     """One paragraph: the spread in numbers, then the tested verdict and the correlation
     answers (results/verdict.json), each with the reason the decision gives."""
-    mnli = comparison.loc[MNLI_MATCHED]
-    hans = comparison.loc[list(NON_ENTAILED_COLUMNS)]
-    widest = hans["ours_std"].idxmax()
-    swap = comparison.loc[SUBJECT_OBJECT_SWAP]
-    ours, paper = decision["mnli_predicts_hans"], decision["paper_mnli_predicts_hans"]
-    return (
-        f"Across {n_seeds} seeds, MNLI dev-matched accuracy ranges {mnli.ours_min:.1%}-"
-        f"{mnli.ours_max:.1%} (std {mnli.ours_std:.2%}; the paper's 100 runs: "
-        f"{mnli.paper_min:.1%}-{mnli.paper_max:.1%}, std {mnli.paper_std:.2%}). On HANS, "
-        f"{widest} has the widest spread of the non-entailed columns, std "
-        f"{hans.loc[widest, 'ours_std']:.2%} (the paper: {hans.loc[widest, 'paper_std']:.2%}), "
-        f"and subject/object swap ranges {swap.ours_min:.1%}-{swap.ours_max:.1%} (the paper: "
-        f"{swap.paper_min:.1%}-{swap.paper_max:.1%}). Verdict: {decision['reason']}. "
-        f"Does MNLI-m accuracy predict HANS accuracy across seeds? Ours: {ours['reason']}. "
-        f"The paper's runs: {paper['reason']}."
+    reference = config.reference.name if config.reference else None
+    base, tested = primary_column(config.task), list(decision["design"]["tested"])
+
+    def spread(column: str) -> str:
+        row = comparison.loc[column]
+        ours = f"ranges {row.ours_min:.1%}-{row.ours_max:.1%} (std {row.ours_std:.2%}"
+        if reference and "paper_min" in row and pd.notna(row.paper_min):
+            ours += (
+                f"; {reference}: {row.paper_min:.1%}-{row.paper_max:.1%}, std {row.paper_std:.2%}"
+            )
+        return ours + ")"
+
+    widest = comparison.loc[tested, "ours_std"].idxmax()
+    highlights = [
+        c for d in config.diagnostics.values() for c in d.highlight if c in comparison.index
+    ]
+    shown = "".join(f" {column} {spread(column)}." for column in highlights)
+    text = (
+        f"Across {n_seeds} seeds, {base} {spread(base)}. Of the diagnostic sets' headline "
+        f"columns, {widest} spreads widest: it {spread(widest)}.{shown} "
+        f"Verdict: {decision['reason']}. Does {base} predict the diagnostic columns across "
+        f"seeds? Ours: {decision['predicts']['reason']}."
     )
+    if decision.get("reference_predicts"):
+        text += f" The {reference}: {decision['reference_predicts']['reason']}."
+    return text
 
 
 def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Path]:
     """Draw the four plots (PNG and SVG) and write report.html and report.md."""
     report_dir.mkdir(parents=True, exist_ok=True)
     ours = pd.read_csv(results_dir / "seeds.csv")
-    paper = read_table(Path(config.data.reference_runs))
+    paper = read_table(Path(config.reference.runs)) if config.reference else None
+    name = config.reference.name if config.reference else ""
     comparison = pd.read_csv(results_dir / "comparison.csv", index_col="column")
     decision = json.loads((results_dir / "verdict.json").read_text())
+    sets = [primary_set(config.task), *config.diagnostics]
+    agreement = {s: pd.read_csv(results_dir / "agreement" / f"{s}.csv") for s in sets}
+    by_set = {
+        s: [c for c in multibootstrap_columns(results_dir, s) if not c.endswith("overall")]
+        for s in config.diagnostics
+    }
     figures = {
-        "subcases": plot_subcases(ours, paper),
-        "mnli_vs_hans": plot_mnli_vs_hans(ours, paper),
-        "agreement": plot_agreement(
-            pd.read_csv(results_dir / "agreement_mnli_matched.csv"),
-            pd.read_csv(results_dir / "agreement_hans.csv"),
+        "groups": plot_groups(ours, paper, by_set, name),
+        "scatter": plot_scatter(
+            ours, paper, primary_column(config.task), list(study_design(config).tested), name
         ),
+        "agreement": plot_agreement(agreement),
         "std": plot_std(comparison, decision),
     }
     written = []
-    for name, figure in figures.items():
+    for figure_name, figure in figures.items():
         for suffix in ("png", "svg"):
-            path = report_dir / f"{name}.{suffix}"
+            path = report_dir / f"{figure_name}.{suffix}"
             figure.savefig(path, dpi=120, bbox_inches="tight")
             written.append(path)
         plt.close(figure)
-    mnli_examples = len(pd.read_csv(results_dir / "agreement_mnli_matched.csv"))
-    hans_examples = len(pd.read_csv(results_dir / "agreement_hans.csv"))
-    paragraph = made_from(config, len(ours), mnli_examples, hans_examples) + "\n\n"
-    paragraph += findings(comparison, decision, len(ours))
-    table = _comparison_table(comparison)
-    (report_dir / "report.md").write_text(_markdown(paragraph, table, figures))
-    (report_dir / "report.html").write_text(_html(paragraph, table, figures, report_dir))
+    sizes = {s: len(table) for s, table in agreement.items()}
+    paragraph = made_from(config, len(ours), sizes) + "\n\n"
+    paragraph += findings(config, comparison, decision, len(ours))
+    table = _comparison_table(comparison, primary_column(config.task))
+    (report_dir / "report.md").write_text(_markdown(paragraph, table, figures, name))
+    (report_dir / "report.html").write_text(_html(paragraph, table, figures, report_dir, name))
     return [*written, report_dir / "report.md", report_dir / "report.html"]
+
+
+def multibootstrap_columns(results_dir: Path, set_name: str) -> list[str]:
+    """The columns of one diagnostic set, in the order aggregate wrote them."""
+    table = pd.read_csv(results_dir / "multibootstrap.csv")
+    return table.loc[table["set"] == set_name, "column"].tolist()
 
 
 def report_study(config: Config, results_dir: Path, report_dir: Path) -> tuple[list[Path], str]:
@@ -207,39 +238,46 @@ def report_study(config: Config, results_dir: Path, report_dir: Path) -> tuple[l
     return written, run_id
 
 
-def _comparison_table(comparison: pd.DataFrame) -> pd.DataFrame:
+def _comparison_table(comparison: pd.DataFrame, base: str) -> pd.DataFrame:
     stats = {"min": "min", "max": "max", "mean": "mean", "std": "std"}
-    stats["range_ratio"] = "range / MNLI range"
+    stats["range_ratio"] = f"range / {base} range"
     columns = {
         f"{source}_{key}": f"{source} {label}"
         for source in ("ours", "paper")
         for key, label in stats.items()
+        if f"{source}_{key}" in comparison
     }
-    rows = [c for c in PAPER_COLUMNS if c in comparison.index]
-    return comparison.loc[rows, list(columns)].rename(columns=columns).round(4)
+    return comparison[list(columns)].rename(columns=columns).round(4)
 
 
 TITLE = "seedvar: do seeds that score alike generalize alike?"
 CAPTIONS = {
-    "subcases": "(a) HANS accuracy per subcase, one point per seed; the paper's 100 runs in gray.",
-    "mnli_vs_hans": "(b) MNLI-m accuracy vs HANS lexical-overlap non-entailed accuracy.",
+    "groups": "(a) Accuracy on each diagnostic column, one point per seed; the reference's "
+    "runs in gray.",
+    "scatter": "(b) In-distribution accuracy vs each headline diagnostic column, per seed.",
     "agreement": "(c) Per-example agreement: how many seeds got each example right.",
     "std": (
-        "(d) Spread across seeds per column: the paper's std; our seed std with evaluation "
+        "(d) Spread across seeds per column: the reference's std; our seed std with evaluation "
         "noise removed, its 95 % interval, and our evaluation-noise std."
     ),
 }
 
 
-def _markdown(paragraph: str, table: pd.DataFrame, figures: dict) -> str:
+def _markdown(paragraph: str, table: pd.DataFrame, figures: dict, reference: str) -> str:
     images = "\n\n".join(f"![{CAPTIONS[n]}]({n}.png)\n\n{CAPTIONS[n]}" for n in figures)
     return (
-        f"# {TITLE}\n\n{paragraph}\n\n## Spread across seeds, ours and the paper's\n\n"
+        f"# {TITLE}\n\n{paragraph}\n\n## {_table_title(reference)}\n\n"
         f"{table.to_markdown()}\n\n## Plots\n\n{images}\n"
     )
 
 
-def _html(paragraph: str, table: pd.DataFrame, figures: dict, report_dir: Path) -> str:
+def _table_title(reference: str) -> str:
+    return f"Spread across seeds, ours and the {reference}" if reference else "Spread across seeds"
+
+
+def _html(
+    paragraph: str, table: pd.DataFrame, figures: dict, report_dir: Path, reference: str
+) -> str:
     images = "".join(
         f'<figure><img alt="{html.escape(CAPTIONS[n])}" src="data:image/png;base64,'
         f'{base64.b64encode((report_dir / f"{n}.png").read_bytes()).decode()}">'
@@ -255,6 +293,6 @@ def _html(paragraph: str, table: pd.DataFrame, figures: dict, report_dir: Path) 
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{TITLE}</title>"
         f"<style>{style}</style></head><body><h1>{html.escape(TITLE)}</h1>"
-        f"{paragraphs}<h2>Spread across seeds, ours and the paper's</h2>"
+        f"{paragraphs}<h2>{html.escape(_table_title(reference))}</h2>"
         f"{table.rename_axis(None).to_html()}<h2>Plots</h2>{images}</body></html>"
     )

@@ -20,7 +20,7 @@ from seedvar.errors import Superseded
 from seedvar.metrics import EVALUATE_SECONDS, TRAIN_SECONDS
 from seedvar.pretrained import load_tokenizer
 from seedvar.study.evaluate import evaluate_sets
-from seedvar.study.job import CONFIG, METRICS, AlreadyPublished, Resumable, SeedJob
+from seedvar.study.job import COLUMNS, CONFIG, METRICS, AlreadyPublished, Resumable, SeedJob
 from seedvar.training.device import (
     autocast_dtype,
     device_name,
@@ -202,20 +202,21 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
     job.check_held()
     started = time.perf_counter()
     model = AutoModelForSequenceClassification.from_pretrained(job.model_dir)
-    metrics = evaluate_sets(
+    metrics, columns = evaluate_sets(
         model.to(evaluation_device(config)),
+        config,
         inputs.sets.evaluation,
         inputs.tokenized,
         work.tokenizer.pad_token_id,
-        config.train.eval_batch_size,
         job.work_dir,
         autocast_dtype(config),
     )
     job.check_held()
-    run.log_metrics(metrics)
+    run.log_metrics(metrics, columns)
     run.log_raw_metrics({EVALUATE_SECONDS: time.perf_counter() - started})
     run.log_folder(job.work_dir / "predictions", "predictions")
     run.log_file(job.work_dir / METRICS)
+    run.log_file(job.work_dir / COLUMNS)
     run.log_file(job.work_dir / CONFIG)
     job.check_held()
     return metrics
@@ -231,7 +232,8 @@ def _finished(job: SeedJob, started: float) -> SeedResult:
 def _seed_tags(config: Config) -> dict[str, str]:
     description = (
         f"Seed {config.train.seed} of the {config.profile} study {config.study_hash()}: "
-        f"{config.model.name} fine-tuned on MNLI, evaluated on MNLI-m/mm and HANS. Weights: "
+        f"{config.model.name} fine-tuned on {config.task.name}, evaluated on "
+        f"{', '.join([*config.task.evaluation, *config.diagnostics])}. Weights: "
         f"{config.output_dir}/seed-{config.train.seed}/model (DVC)."
     )
     return {

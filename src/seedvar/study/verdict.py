@@ -1,10 +1,12 @@
 """The study's verdict as a statistical decision (pure functions, no I/O).
 
-Does a seeds table reproduce McCoy, Min & Linzen (2020): seeds that score alike on MNLI-m but
-differ widely on HANS? Per column the across-seed variance is split into evaluation-sampling
-noise and seed variance; the decision compares the HANS non-entailed columns' seed standard
-deviation with MNLI-m's. Correlations across seeds use permutation p-values. Undefined values are
-None (with the reason), never NaN or inf.
+Does a seeds table show what McCoy, Min & Linzen (2020) found: seeds that score alike on the
+task's in-distribution sets but differ widely on the diagnostic sets? Per column the across-seed
+variance is split into evaluation-sampling noise and seed variance; the decision compares the
+seed standard deviation of the diagnostic sets' headline columns with that of the
+in-distribution headline columns (a `Design`). Correlations across seeds use permutation
+p-values. Undefined values are None (with the reason), never NaN or inf. Every decision carries
+its reason as data (a rule and its numbers); `reason_text` words it, in one place.
 """
 
 from __future__ import annotations
@@ -18,42 +20,30 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from seedvar.metrics import (
-    HANS_COLUMNS,
-    HANS_OVERALL,
-    HEURISTIC_COLUMNS,
-    MNLI_MATCHED,
-    NON_ENTAILED_COLUMNS,
-    SUBCASES,
-)
-
 Outcome = Literal["reproduces", "does not reproduce", "inconclusive"]
 Answer = Literal["yes", "no", "inconclusive"]
-
-PAPER_SIZES: Mapping[str, int] = {
-    MNLI_MATCHED: 9815,
-    **dict.fromkeys(HEURISTIC_COLUMNS, 5000),
-    HANS_OVERALL: 30000,
-    **dict.fromkeys(SUBCASES, 1000),
-}  # examples per column in the full evaluation sets
+Rule = Literal[
+    "one class", "near chance", "passes", "sets too small", "too few seeds", "none passes"
+]
 
 ALPHA = 0.05  # family-wise error rate of every test here
 LEVEL = 0.95  # confidence level of the reported seed-std intervals
-# A non-entailed column must have a seed std at least STD_RATIO times MNLI-m's, and at least
-# STD_FLOOR in absolute terms (1 accuracy point). The floor is what "MNLI-m's seed std is ~0"
-# leaves: 3 x the evaluation noise std of MNLI-m at its full size (sqrt(.84 * .16 / 9815) =
-# 0.0037), so a HANS column must spread more than three MNLI-m evaluations of one model would.
+# A headline column must have a seed std at least STD_RATIO times the in-distribution
+# headline's, and at least STD_FLOOR in absolute terms (1 accuracy point). The floor is what
+# "the in-distribution seed std is ~0" leaves: 3 x the evaluation noise std of MNLI-m at its
+# full size (sqrt(.84 * .16 / 9815) = 0.0037), so a diagnostic column must spread more than
+# three evaluations of one model would.
 STD_RATIO = 3.0
 STD_FLOOR = 0.01
-CHANCE = 1 / 3  # MNLI is 3-way
-CHANCE_BAND = 0.05  # a configuration within 5 points of chance has not learned MNLI
+CHANCE_BAND = 0.05  # a configuration within 5 points of chance has not learned its task
 ONE_CLASS_SHARE = 0.95  # a seed predicting one class this often is degenerate
-# Power rule: a study needs enough seeds to detect, with DESIGN_POWER, a non-entailed seed std
-# of DESIGN_SEED_STD (5 points; the paper's runs show 2.4 to 12 points) when MNLI-m has none.
+# Power rule: a study needs enough seeds to detect, with DESIGN_POWER, a headline seed std of
+# DESIGN_SEED_STD (5 points; the paper's runs show 2.4 to 12 points on HANS) when the
+# in-distribution sets have none.
 DESIGN_SEED_STD = 0.05
 DESIGN_POWER = 0.8
 MAX_SEEDS = 1000  # beyond this many seeds the power rule gives up
-_QUADRATURE = 2000  # quantile nodes for the power integral over MNLI-m's sample variance
+_QUADRATURE = 2000  # quantile nodes for the power integral over the reference's variance
 
 
 @dataclass(frozen=True)
@@ -73,8 +63,31 @@ class ColumnVariance:
 
 
 @dataclass(frozen=True)
+class Design:
+    """What a verdict compares: the in-distribution headline columns (`reference`), the
+    diagnostic sets' headline columns (`tested`), and chance accuracy of the task."""
+
+    reference: tuple[str, ...]
+    tested: tuple[str, ...]
+    chance: float
+
+    @property
+    def comparisons(self) -> int:
+        """The bounds the family-wise alpha is split over (Bonferroni)."""
+        return len(self.reference) + len(self.tested)
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a verdict came out as it did: the rule that decided and its numbers."""
+
+    rule: Rule
+    numbers: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ColumnTest:
-    """One non-entailed column in the decision: its one-sided lower bound against the margin."""
+    """One headline column in the decision: its one-sided lower bound against the margin."""
 
     column: str
     seed_std_lower: float
@@ -83,19 +96,23 @@ class ColumnTest:
 
 @dataclass(frozen=True)
 class Verdict:
-    """Outcome of one study, with a one-sentence reason and the numbers behind it."""
+    """Outcome of one study, its reason (rule and numbers) and the numbers behind it."""
 
     outcome: Outcome
-    reason: str
+    reason: Reason
     columns: tuple[ColumnVariance, ...]
     tests: tuple[ColumnTest, ...]  # empty with fewer than 2 seeds
-    margin: float | None  # seed std a non-entailed column must exceed; None below 2 seeds
+    margin: float | None  # seed std a headline column must exceed; None below 2 seeds
     min_seeds: int | None  # None: no number of seeds up to MAX_SEEDS gives the power
+
+    @property
+    def text(self) -> str:
+        return reason_text(self.outcome, self.reason)
 
 
 @dataclass(frozen=True)
 class Correlation:
-    """Pearson and Spearman correlation across seeds of MNLI-m with one column."""
+    """Pearson and Spearman correlation across seeds of the primary column with one column."""
 
     column: str
     n_seeds: int
@@ -109,7 +126,7 @@ class Correlation:
 
 @dataclass(frozen=True)
 class Prediction:
-    """Whether MNLI-m accuracy predicts HANS accuracy across seeds."""
+    """Whether the primary in-distribution accuracy predicts diagnostic accuracy across seeds."""
 
     answer: Answer
     reason: str
@@ -118,11 +135,11 @@ class Prediction:
 
 @dataclass(frozen=True)
 class SweepVerdict:
-    """Outcome over several configurations; those at MNLI chance level are ignored."""
+    """Outcome over several configurations; those at chance on their task are ignored."""
 
     outcome: Outcome
     reason: str
-    verdicts: dict[str, Verdict]  # configurations that learned MNLI
+    verdicts: dict[str, Verdict]  # configurations that learned the task
     ignored: tuple[str, ...]  # configurations within CHANCE_BAND of chance
 
 
@@ -161,13 +178,11 @@ def _std_bound(variance: float, dof: int, quantile: float, noise_var: float) -> 
 
 
 def seed_variance(
-    table: pd.DataFrame,
-    sizes: Mapping[str, int] = PAPER_SIZES,
-    columns: Sequence[str] | None = None,
+    table: pd.DataFrame, sizes: Mapping[str, int], columns: Sequence[str] | None = None
 ) -> list[ColumnVariance]:
     """Per column: binomial noise std, observed std, seed std and its LEVEL interval.
 
-    `columns` defaults to the paper's columns present in `table` and in `sizes`. The interval is the
+    `columns` defaults to the columns present in both `table` and `sizes`. The interval is the
     chi-square interval of the observed variance (normal per-seed accuracies) minus the noise
     variance. Chosen over a bootstrap over seeds because it is deterministic and valid from 2
     seeds on, where a percentile bootstrap of a variance undercovers badly (it can never exceed
@@ -176,7 +191,7 @@ def seed_variance(
     overstate the noise: the seed std is then biased low (conservative).
     """
     if columns is None:
-        columns = [c for c in (MNLI_MATCHED, *HANS_COLUMNS) if c in table.columns and c in sizes]
+        columns = [c for c in sizes if c in table.columns]
     tail = (1 - LEVEL) / 2
     rows = []
     for column in columns:
@@ -217,31 +232,35 @@ def seed_variance(
 
 def detection_power(
     n_seeds: int,
-    mnli_noise_var: float,
-    hans_noise_var: float,
+    reference_noise_var: float,
+    tested_noise_var: float,
+    comparisons: int,
     seed_std: float = DESIGN_SEED_STD,
     alpha: float = ALPHA,
 ) -> float:
-    """Power of `verdict`'s test to pass one non-entailed column whose true seed std is
-    `seed_std` when MNLI-m's seed std is 0 (its spread is evaluation noise only).
+    """Power of `verdict`'s test to pass one headline column whose true seed std is
+    `seed_std` when the in-distribution reference's seed std is 0 (its spread is evaluation
+    noise only), the alpha split over `comparisons` bounds.
 
-    Exact under normality: the HANS and MNLI-m sample variances are independent scaled
-    chi-square variables; the integral over MNLI-m's (which sets the margin) uses quantile nodes.
+    Exact under normality: the two sample variances are independent scaled chi-square
+    variables; the integral over the reference's (which sets the margin) uses quantile nodes.
     """
     if n_seeds < 2:
         return 0.0
-    dof, one_sided = n_seeds - 1, alpha / (len(NON_ENTAILED_COLUMNS) + 1)
+    dof, one_sided = n_seeds - 1, alpha / comparisons
     q_high, q_low = stats.chi2.ppf(1 - one_sided, dof), stats.chi2.ppf(one_sided, dof)
-    mnli_chi2 = stats.chi2.ppf((np.arange(_QUADRATURE) + 0.5) / _QUADRATURE, dof)
-    margin = np.maximum(STD_RATIO * np.sqrt(mnli_noise_var * mnli_chi2 / q_low), STD_FLOOR)
-    total_var = seed_std**2 + hans_noise_var
-    needed = q_high * (margin**2 + hans_noise_var) / total_var
+    reference_chi2 = stats.chi2.ppf((np.arange(_QUADRATURE) + 0.5) / _QUADRATURE, dof)
+    margin = np.sqrt(reference_noise_var * reference_chi2 / q_low)
+    margin = np.maximum(STD_RATIO * margin, STD_FLOOR)
+    total_var = seed_std**2 + tested_noise_var
+    needed = q_high * (margin**2 + tested_noise_var) / total_var
     return float(np.mean(stats.chi2.sf(needed, dof)))
 
 
 def minimum_seeds(
-    mnli_noise_var: float,
-    hans_noise_var: float,
+    reference_noise_var: float,
+    tested_noise_var: float,
+    comparisons: int,
     seed_std: float = DESIGN_SEED_STD,
     power: float = DESIGN_POWER,
     alpha: float = ALPHA,
@@ -253,7 +272,10 @@ def minimum_seeds(
         raise ValueError(f"a design seed std of {seed_std} cannot exceed the floor {STD_FLOOR}")
 
     def enough(k: int) -> bool:
-        return detection_power(k, mnli_noise_var, hans_noise_var, seed_std, alpha) >= power
+        power_k = detection_power(
+            k, reference_noise_var, tested_noise_var, comparisons, seed_std, alpha
+        )
+        return power_k >= power
 
     if not enough(MAX_SEEDS):
         return None
@@ -264,12 +286,12 @@ def minimum_seeds(
     return low
 
 
-def _near_chance(mnli_mean: float) -> bool:
-    """Whether a mean MNLI-m accuracy is within CHANCE_BAND of chance."""
-    return abs(mnli_mean - CHANCE) <= CHANCE_BAND
+def _near_chance(mean: float, chance: float) -> bool:
+    """Whether a mean in-distribution accuracy is within CHANCE_BAND of chance."""
+    return abs(mean - chance) <= CHANCE_BAND
 
 
-def _one_class_reason(shares: Mapping[str, Sequence[float]], n_seeds: int) -> str | None:
+def _one_class(shares: Mapping[str, Sequence[float]], n_seeds: int) -> Reason | None:
     """Why the study is inconclusive because seeds predict one class, or None if none does."""
     peaks: list[tuple[float, str, int]] = []  # per set: the largest share, the set, its seed
     degenerate: set[int] = set()
@@ -283,96 +305,120 @@ def _one_class_reason(shares: Mapping[str, Sequence[float]], n_seeds: int) -> st
     if not degenerate:
         return None
     share, set_name, seed = max(peaks)
-    return (
-        f"inconclusive: {len(degenerate)} of {n_seeds} seeds predict one class on at least "
-        f"{ONE_CLASS_SHARE:.0%} of a set (seed {seed} on {set_name}: {share:.1%})"
-    )
+    numbers = {"seeds": len(degenerate), "of": n_seeds, "share": share, "set": set_name}
+    return Reason("one class", numbers | {"seed": seed, "threshold": ONE_CLASS_SHARE})
 
 
 def verdict(
     table: pd.DataFrame,
-    sizes: Mapping[str, int] = PAPER_SIZES,
+    sizes: Mapping[str, int],
+    design: Design,
     prediction_shares: Mapping[str, Sequence[float]] | None = None,
     alpha: float = ALPHA,
 ) -> Verdict:
-    """Decide whether one study (a seeds table, one row per seed) reproduces the paper.
+    """Decide whether one study (a seeds table, one row per seed) shows the paper's finding.
 
     Inconclusive first when the study cannot answer at all: a seed predicts one class on
     >= ONE_CLASS_SHARE of a set (`prediction_shares`: per set, the share of each seed's most
-    frequent predicted class, in row order), or mean MNLI-m accuracy lies within CHANCE_BAND of
-    chance. Then "reproduces" when some non-entailed column's one-sided lower bound of its seed
-    std exceeds the margin max(STD_RATIO x upper bound of MNLI-m's seed std, STD_FLOOR): the
-    test holds its alpha at any number of seeds. Otherwise "does not reproduce" only with at
-    least `minimum_seeds` seeds (the power to see an effect had there been one); with fewer,
-    inconclusive.
+    frequent predicted class, in row order), or a mean in-distribution reference accuracy lies
+    within CHANCE_BAND of chance. Then "reproduces" when some tested column's one-sided lower
+    bound of its seed std exceeds the margin max(STD_RATIO x the largest upper bound of the
+    references' seed std, STD_FLOOR): the test holds its alpha at any number of seeds.
+    Otherwise "does not reproduce" only with at least `minimum_seeds` seeds (the power to see an
+    effect had there been one); with fewer, inconclusive.
 
-    The bounds are chi-square bounds at alpha / 4 each (Bonferroni over the 3 non-entailed lower
-    bounds and MNLI-m's upper bound), so under the null no column's true seed std exceeds
-    max(STD_RATIO x MNLI-m's, STD_FLOOR) the test passes with probability at most alpha. The
-    HANS lower bounds subtract the binomial noise; MNLI-m's upper bound does not (it bounds the
-    total spread, which holds whatever the noise), so an overstated noise can only make the test
-    more conservative.
+    The bounds are chi-square bounds at alpha / (tested + references) each (Bonferroni), so
+    under the null no tested column's true seed std exceeds max(STD_RATIO x the references',
+    STD_FLOOR) the test passes with probability at most alpha. The tested lower bounds subtract
+    the binomial noise; the references' upper bounds do not (they bound the total spread, which
+    holds whatever the noise), so an overstated noise can only make the test more conservative.
     """
-    mnli = _accuracies(table, MNLI_MATCHED)
+    references = {c: _accuracies(table, c) for c in design.reference}
     columns = tuple(seed_variance(table, sizes))
-    k, mnli_mean = len(mnli), float(mnli.mean())
-    hans = {column: _accuracies(table, column) for column in NON_ENTAILED_COLUMNS}
-    mnli_noise = _noise_var(mnli, _size(sizes, MNLI_MATCHED))
-    hans_noise = {c: _noise_var(v, _size(sizes, c)) for c, v in hans.items()}
-    min_k = minimum_seeds(mnli_noise, max(hans_noise.values()), alpha=alpha)
+    k = len(table)
+    tested = {column: _accuracies(table, column) for column in design.tested}
+    reference_noise = max(_noise_var(v, _size(sizes, c)) for c, v in references.items())
+    tested_noise = {c: _noise_var(v, _size(sizes, c)) for c, v in tested.items()}
+    min_k = minimum_seeds(
+        reference_noise, max(tested_noise.values()), design.comparisons, alpha=alpha
+    )
 
     tests: tuple[ColumnTest, ...] = ()
     margin = None
     if k >= 2:
-        one_sided = alpha / (len(NON_ENTAILED_COLUMNS) + 1)
-        mnli_upper = _std_bound(float(mnli.var(ddof=1)), k - 1, one_sided, 0.0)
-        margin = max(STD_RATIO * mnli_upper, STD_FLOOR)
+        one_sided = alpha / design.comparisons
+        upper = max(
+            _std_bound(float(v.var(ddof=1)), k - 1, one_sided, 0.0) for v in references.values()
+        )
+        margin = max(STD_RATIO * upper, STD_FLOOR)
         lowers = {
-            c: _std_bound(float(v.var(ddof=1)), k - 1, 1 - one_sided, hans_noise[c])
-            for c, v in hans.items()
+            c: _std_bound(float(v.var(ddof=1)), k - 1, 1 - one_sided, tested_noise[c])
+            for c, v in tested.items()
         }
         tests = tuple(ColumnTest(c, low, low > margin) for c, low in lowers.items())
 
-    def decided(outcome: Outcome, reason: str) -> Verdict:
-        return Verdict(outcome, reason, columns, tests, margin, min_k)
+    def decided(outcome: Outcome, rule: Rule, **numbers: Any) -> Verdict:
+        return Verdict(outcome, Reason(rule, numbers), columns, tests, margin, min_k)
 
-    one_class = _one_class_reason(prediction_shares or {}, k)
+    one_class = _one_class(prediction_shares or {}, k)
     if one_class is not None:
-        return decided("inconclusive", one_class)
-    if _near_chance(mnli_mean):
-        return decided(
-            "inconclusive",
-            f"inconclusive: mean MNLI-m accuracy {mnli_mean:.3f} is within "
-            f"{CHANCE_BAND * 100:.0f} points of chance (1/3)",
-        )
+        return Verdict("inconclusive", one_class, columns, tests, margin, min_k)
+    for column, values in references.items():
+        if _near_chance(float(values.mean()), design.chance):
+            mean, chance = float(values.mean()), design.chance
+            return decided("inconclusive", "near chance", column=column, mean=mean, chance=chance)
     passed = [test for test in tests if test.passes]
+    reference = " / ".join(design.reference)
     if passed:
-        bounds = ", ".join(f"{t.column} {t.seed_std_lower:.3f}" for t in passed)
+        bounds = {t.column: t.seed_std_lower for t in passed}
         return decided(
-            "reproduces",
-            f"reproduces: the seed-std lower bound of {bounds} exceeds the margin {margin:.3f} "
-            f"({STD_RATIO:g} x MNLI-m's seed-std upper bound, at least {STD_FLOOR}) "
-            f"at family-wise alpha {alpha}",
+            "reproduces", "passes", bounds=bounds, margin=margin, reference=reference, alpha=alpha
         )
     if min_k is None:
-        return decided(
-            "inconclusive",
-            f"inconclusive: no column passes, and the evaluation sets are too small to say it "
-            f"does not: their noise alone keeps the test from detecting a non-entailed seed std "
-            f"of {DESIGN_SEED_STD} with {DESIGN_POWER:.0%} power with up to {MAX_SEEDS} seeds",
-        )
+        return decided("inconclusive", "sets too small", seed_std=DESIGN_SEED_STD)
     if k < min_k or margin is None:  # min_k >= 2, so margin is set past this point
-        return decided(
-            "inconclusive",
-            f"inconclusive: no column passes, and {k} seeds are too few to say it does not: "
-            f"detecting a non-entailed seed std of {DESIGN_SEED_STD} with {DESIGN_POWER:.0%} "
-            f"power needs at least {min_k} seeds",
-        )
+        return decided("inconclusive", "too few seeds", seeds=k, needed=min_k)
     best = max(tests, key=lambda test: test.seed_std_lower)
-    return decided(
-        "does not reproduce",
-        f"does not reproduce: no non-entailed column's seed-std lower bound exceeds the margin "
-        f"{margin:.3f} (largest: {best.column} {best.seed_std_lower:.3f})",
+    largest = {best.column: best.seed_std_lower}
+    return decided("does not reproduce", "none passes", margin=margin, largest=largest)
+
+
+def reason_text(outcome: str, reason: Reason) -> str:
+    """A verdict's reason in one sentence: the only place its wording lives."""
+    n = reason.numbers
+    if reason.rule == "one class":
+        return (
+            f"inconclusive: {n['seeds']} of {n['of']} seeds predict one class on at least "
+            f"{n['threshold']:.0%} of a set (seed {n['seed']} on {n['set']}: {n['share']:.1%})"
+        )
+    if reason.rule == "near chance":
+        return (
+            f"inconclusive: mean {n['column']} {n['mean']:.3f} is within "
+            f"{CHANCE_BAND * 100:.0f} points of chance ({n['chance']:.3f})"
+        )
+    if reason.rule == "passes":
+        bounds = ", ".join(f"{column} {low:.3f}" for column, low in n["bounds"].items())
+        return (
+            f"reproduces: the seed-std lower bound of {bounds} exceeds the margin "
+            f"{n['margin']:.3f} ({STD_RATIO:g} x {n['reference']}'s seed-std upper bound, at "
+            f"least {STD_FLOOR}) at family-wise alpha {n['alpha']}"
+        )
+    if reason.rule == "sets too small":
+        return (
+            f"inconclusive: no column passes, and the evaluation sets are too small to say it "
+            f"does not: their noise alone keeps the test from detecting a headline seed std of "
+            f"{n['seed_std']} with {DESIGN_POWER:.0%} power with up to {MAX_SEEDS} seeds"
+        )
+    if reason.rule == "too few seeds":
+        return (
+            f"inconclusive: no column passes, and {n['seeds']} seeds are too few to say it "
+            f"does not: detecting a headline seed std of {DESIGN_SEED_STD} with "
+            f"{DESIGN_POWER:.0%} power needs at least {n['needed']} seeds"
+        )
+    ((column, low),) = n["largest"].items()
+    return (
+        f"{outcome}: no headline column's seed-std lower bound exceeds the margin "
+        f"{n['margin']:.3f} (largest: {column} {low:.3f})"
     )
 
 
@@ -400,19 +446,18 @@ def _permutation_p(x: np.ndarray, y: np.ndarray, n_resamples: int, seed: int) ->
 
 def correlate(
     table: pd.DataFrame,
-    columns: Sequence[str] | None = None,
+    base: str,
+    columns: Sequence[str],
     n_resamples: int = 9999,
     seed: int = 0,
 ) -> list[Correlation]:
-    """Pearson and Spearman correlation across seeds of MNLI-m accuracy with each column.
+    """Pearson and Spearman correlation across seeds of the `base` column with each column.
 
     p-values are two-sided permutation p-values over pairings: exact (all n! pairings) when
-    n <= 8, else `n_resamples` fixed-seed Monte Carlo pairings. `columns` defaults to the HANS
-    columns present in `table`. Spearman is Pearson on average ranks.
+    n <= 8, else `n_resamples` fixed-seed Monte Carlo pairings. Spearman is Pearson on average
+    ranks.
     """
-    if columns is None:
-        columns = [c for c in HANS_COLUMNS if c in table.columns]
-    x = _accuracies(table, MNLI_MATCHED)
+    x = _accuracies(table, base)
     n = len(x)
     rows = []
     for column in columns:
@@ -421,7 +466,7 @@ def correlate(
         if n < 3:
             note = f"{n} seeds: a correlation needs at least 3"
         elif np.ptp(x) == 0:
-            note = f"{MNLI_MATCHED} is constant across seeds"
+            note = f"{base} is constant across seeds"
         elif np.ptp(y) == 0:
             note = f"{column} is constant across seeds"
         if note is not None:
@@ -448,20 +493,22 @@ def _smallest_p(n: int, n_resamples: int) -> float:
     return 2 / math.factorial(n) if n <= 8 else 2 / (n_resamples + 1)
 
 
-def mnli_predicts_hans(
+def predicts(
     table: pd.DataFrame,
-    columns: Sequence[str] = (*NON_ENTAILED_COLUMNS, HANS_OVERALL),
+    base: str,
+    columns: Sequence[str],
     alpha: float = ALPHA,
     n_resamples: int = 9999,
     seed: int = 0,
 ) -> Prediction:
-    """Whether MNLI-m accuracy predicts HANS accuracy across seeds.
+    """Whether the `base` column (in-distribution accuracy) predicts the diagnostic `columns`
+    across seeds.
 
     "yes" when some Pearson or Spearman permutation p-value is below alpha / (2 x the defined
     columns) (Bonferroni); "inconclusive" when no correlation is defined or even a perfect one
     could not reach that threshold with this many seeds; "no" otherwise.
     """
-    correlations = tuple(correlate(table, columns, n_resamples, seed))
+    correlations = tuple(correlate(table, base, columns, n_resamples, seed))
     defined = [c for c in correlations if c.note is None]
     n = len(table)
     if not defined:
@@ -488,13 +535,13 @@ def mnli_predicts_hans(
     if p is not None and p < threshold:
         return Prediction(
             "yes",
-            f"yes: across {n} seeds MNLI-m accuracy correlates with {best.column} ({name} = "
+            f"yes: across {n} seeds {base} correlates with {best.column} ({name} = "
             f"{value:.3f}, permutation p = {p:.3g} < Bonferroni threshold {threshold:.3g})",
             correlations,
         )
     return Prediction(
         "no",
-        f"no: across {n} seeds no correlation of MNLI-m accuracy with {len(defined)} HANS "
+        f"no: across {n} seeds no correlation of {base} with {len(defined)} diagnostic "
         f"columns is significant (smallest p = {p:.3g} for {best.column}, Bonferroni threshold "
         f"{threshold:.3g})",
         correlations,
@@ -503,14 +550,16 @@ def mnli_predicts_hans(
 
 def sweep_verdict(
     configurations: Mapping[str, pd.DataFrame],
-    sizes: Mapping[str, int] = PAPER_SIZES,
+    sizes: Mapping[str, int],
+    design: Design,
     prediction_shares: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
     alpha: float = ALPHA,
 ) -> SweepVerdict:
-    """Apply `verdict` per configuration, ignoring those whose mean MNLI-m is near chance.
+    """Apply `verdict` per configuration, ignoring those whose mean in-distribution reference
+    accuracy is near chance (they did not learn the task).
 
     "reproduces" when every configuration with a conclusive verdict reproduces, "does not
-    reproduce" when none does, "inconclusive" when none learned MNLI, none is conclusive, or the
+    reproduce" when none does, "inconclusive" when none learned the task, none is conclusive, or the
     conclusive ones disagree. Each configuration is tested at `alpha`; "all reproduce" needs no
     correction (every one must pass on its own).
     """
@@ -520,10 +569,13 @@ def sweep_verdict(
     ignored = tuple(
         name
         for name, table in configurations.items()
-        if _near_chance(float(_accuracies(table, MNLI_MATCHED).mean()))
+        if any(
+            _near_chance(float(_accuracies(table, c).mean()), design.chance)
+            for c in design.reference
+        )
     )
     verdicts = {
-        name: verdict(table, sizes, shares.get(name), alpha)
+        name: verdict(table, sizes, design, shares.get(name), alpha)
         for name, table in configurations.items()
         if name not in ignored
     }
@@ -531,7 +583,7 @@ def sweep_verdict(
     if not verdicts:
         return SweepVerdict(
             "inconclusive",
-            f"inconclusive: no configuration learned MNLI (all {len(ignored)} within "
+            f"inconclusive: no configuration learned the task (all {len(ignored)} within "
             f"{CHANCE_BAND * 100:.0f} points of chance)",
             verdicts,
             ignored,
@@ -539,13 +591,13 @@ def sweep_verdict(
     conclusive = {n: v for n, v in verdicts.items() if v.outcome != "inconclusive"}
     reproducing = [n for n, v in conclusive.items() if v.outcome == "reproduces"]
     scope = (
-        f"{learned} configurations that learned MNLI"
+        f"{learned} configurations that learned the task"
         if len(conclusive) == learned
-        else f"{len(conclusive)} conclusive configurations of the {learned} that learned MNLI"
+        else f"{len(conclusive)} conclusive configurations of the {learned} that learned the task"
     )
     if not conclusive:
         outcome: Outcome = "inconclusive"
-        reason = f"inconclusive: none of the {learned} configurations that learned MNLI gave a "
+        reason = f"inconclusive: none of the {learned} configurations that learned the task gave a "
         reason += f"conclusive verdict {chance}"
     elif len(reproducing) == len(conclusive):
         outcome, reason = "reproduces", f"reproduces in all {scope} {chance}"

@@ -12,7 +12,7 @@ from optuna.storages import BaseStorage
 
 from seedvar import tracking
 from seedvar.config import Config
-from seedvar.metrics import VAL_ACCURACY
+from seedvar.metrics import validation_key
 from seedvar.study.job import SeedJob
 from seedvar.study.seed import run_seed
 from seedvar.sweep.space import drawn, trial_config
@@ -26,19 +26,19 @@ class PrunedSeed(tracking.RunStopped):
 
 
 class PruneOnValidation(L.Callback):
-    """Reports the first seed's MNLI-m validation accuracy after every epoch (step = epoch, so
-    the pruner compares the same seed and epoch across trials); prunes if told to. seedvar's
+    """Reports the first seed's validation accuracy (`key`) after every epoch (step = epoch,
+    so the pruner compares the same seed and epoch across trials); prunes if told to. seedvar's
     own rather than optuna-integration's Lightning callback: pruning must raise PrunedSeed, so
     that the seed's MLflow run ends KILLED and tagged, not FAILED."""
 
-    def __init__(self, trial: optuna.Trial) -> None:
-        self.trial = trial
+    def __init__(self, trial: optuna.Trial, key: str) -> None:
+        self.trial, self.key = trial, key
 
     def on_validation_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        if trainer.sanity_checking or VAL_ACCURACY not in trainer.callback_metrics:
+        if trainer.sanity_checking or self.key not in trainer.callback_metrics:
             return
         epoch = trainer.current_epoch
-        self.trial.report(float(trainer.callback_metrics[VAL_ACCURACY]), epoch)
+        self.trial.report(float(trainer.callback_metrics[self.key]), epoch)
         if self.trial.should_prune():
             raise PrunedSeed(f"pruned after epoch {epoch}")
 
@@ -67,7 +67,8 @@ class StopWithTrial(L.Callback):
 
 
 def objective(trial: optuna.Trial, base: Config) -> float | list[float]:
-    """Train k seeds of one configuration; score it by mean MNLI-m accuracy (and HANS spread)."""
+    """Train k seeds of one configuration; score it by its mean primary accuracy (and the
+    spread of the first diagnostic set's headline mean)."""
     params = drawn(trial, base.sweep.space)
     config = trial_config(base, params)
     run = start_trial_run(trial, config, params)
@@ -91,6 +92,7 @@ def _seed_metrics(
     metrics = SeedJob.of(config).finished_metrics()
     if metrics is not None:
         return metrics
-    callbacks: list[L.Callback] = [PruneOnValidation(trial)] if reports else []
+    key = validation_key(config.task.validation)
+    callbacks: list[L.Callback] = [PruneOnValidation(trial, key)] if reports else []
     tags = seed_tags(config)
     return run_seed(config, callbacks=callbacks, parent_run_id=parent_run_id, run_tags=tags).metrics

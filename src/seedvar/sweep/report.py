@@ -14,20 +14,21 @@ import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from seedvar.metrics import (  # noqa: E402
-    HANS_NON_ENTAILED,
-    MNLI_MATCHED,
-    EvalSet,
-    majority_share_column,
-)
-from seedvar.study.aggregate import column_sizes  # noqa: E402
+from seedvar.config import Config  # noqa: E402
+from seedvar.declared import headline_mean_column, primary_column  # noqa: E402
+from seedvar.metrics import MAJORITY_SHARE, majority_share_column  # noqa: E402
+from seedvar.study.aggregate import study_design  # noqa: E402
 from seedvar.study.job import SeedJob  # noqa: E402
 from seedvar.study.verdict import SweepVerdict, sweep_verdict  # noqa: E402
 from seedvar.sweep.trial import MLFLOW_RUN_ATTR, OUTPUT_DIR_ATTR, SEEDS_ATTR  # noqa: E402
 
-ACCURACY = f"mean/{MNLI_MATCHED}"
-SPREAD = f"std/{HANS_NON_ENTAILED}"
-MNLI_SPREAD = f"std/{MNLI_MATCHED}"
+
+def axes_of(config: Config) -> tuple[str, str, str]:
+    """The trials table's columns of the accuracy, the spread and the base's spread: mean and
+    std across seeds of the primary in-distribution column, std of the first diagnostic set's
+    headline mean."""
+    base, first = primary_column(config.task), next(iter(config.diagnostics))
+    return f"mean/{base}", f"std/{headline_mean_column(first)}", f"std/{base}"
 
 
 def trials_table(study: optuna.Study) -> pd.DataFrame:
@@ -46,17 +47,19 @@ def trials_table(study: optuna.Study) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot_accuracy_vs_spread(table: pd.DataFrame, pareto: set[int]) -> Figure:
-    """Per trial: mean MNLI-m accuracy against the std across seeds of HANS non-entailed
-    accuracy; the default configuration starred, the Pareto front circled."""
+def plot_accuracy_vs_spread(config: Config, table: pd.DataFrame, pareto: set[int]) -> Figure:
+    """Per trial: mean in-distribution accuracy against the std across seeds of the first
+    diagnostic set's headline mean; the default configuration starred, the Pareto front
+    circled."""
+    accuracy, spread, _ = axes_of(config)
     complete = table[table["state"] == "COMPLETE"]
     figure, axis = plt.subplots(figsize=(7, 5), layout="constrained")
-    axis.scatter(complete[ACCURACY], complete[SPREAD], color="tab:blue", label="trial")
+    axis.scatter(complete[accuracy], complete[spread], color="tab:blue", label="trial")
     front = complete[complete["trial"].isin(pareto)]
     if len(front):
         axis.scatter(
-            front[ACCURACY],
-            front[SPREAD],
+            front[accuracy],
+            front[spread],
             s=160,
             facecolors="none",
             edgecolors="tab:red",
@@ -65,8 +68,8 @@ def plot_accuracy_vs_spread(table: pd.DataFrame, pareto: set[int]) -> Figure:
     default = complete[complete["default"]]
     if len(default):
         axis.scatter(
-            default[ACCURACY],
-            default[SPREAD],
+            default[accuracy],
+            default[spread],
             marker="*",
             s=300,
             color="tab:orange",
@@ -74,18 +77,20 @@ def plot_accuracy_vs_spread(table: pd.DataFrame, pareto: set[int]) -> Figure:
             label="default configuration",
         )
     for _, row in complete.iterrows():
-        axis.annotate(str(int(row["trial"])), (row[ACCURACY], row[SPREAD]), fontsize=8)
-    axis.set_xlabel("mean MNLI-m accuracy across seeds")
-    axis.set_ylabel("std across seeds of HANS non-entailed accuracy")
+        axis.annotate(str(int(row["trial"])), (row[accuracy], row[spread]), fontsize=8)
+    axis.set_xlabel(f"{accuracy} (across seeds)")
+    axis.set_ylabel(f"{spread} (across seeds)")
     axis.set_title("Accuracy and spread per configuration")
     axis.legend()
     return figure
 
 
-def decide(study: optuna.Study) -> SweepVerdict | None:
+def decide(config: Config, study: optuna.Study) -> SweepVerdict | None:
     """The sweep's verdict from the completed trials' seeds (read back from their folders);
     None before any trial has completed."""
-    tables, shares, sizes = {}, {}, None
+    tables: dict[str, pd.DataFrame] = {}
+    shares: dict[str, dict[str, list[float]]] = {}
+    sizes: dict[str, int] = {}
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         if OUTPUT_DIR_ATTR not in trial.user_attrs:  # added by hand: no seeds to read back
             continue
@@ -96,36 +101,29 @@ def decide(study: optuna.Study) -> SweepVerdict | None:
         table = pd.DataFrame([job.finished_metrics() for job in jobs])
         name = f"trial {trial.number}"
         tables[name] = table
-        shares[name] = {
-            str(s): table[majority_share_column(s)].tolist()
-            for s in (EvalSet.MNLI_MATCHED, EvalSet.MNLI_MISMATCHED)
-        }
-        if sizes is None:
-            predictions = jobs[0].folder / "predictions"
-            sizes = column_sizes(
-                pd.read_parquet(predictions / f"{EvalSet.MNLI_MATCHED}.parquet"),
-                pd.read_parquet(predictions / f"{EvalSet.HANS}.parquet"),
-            )
-    return sweep_verdict(tables, sizes, shares) if tables and sizes else None
+        shares[name] = {s: table[majority_share_column(s)].tolist() for s in config.task.evaluation}
+        columns = jobs[0].finished_columns()
+        sizes = sizes or {c.name: c.size for c in columns if not c.name.startswith(MAJORITY_SHARE)}
+    return sweep_verdict(tables, sizes, study_design(config), shares) if tables else None
 
 
-def summary(table: pd.DataFrame, decision: SweepVerdict | None) -> str:
+def summary(config: Config, table: pd.DataFrame, decision: SweepVerdict | None) -> str:
     """The configurations' accuracy and spread in numbers, then the tested verdict."""
     complete = table[table["state"] == "COMPLETE"]
     if decision is None or complete.empty:
         return "No trial has completed yet."
     pruned = int((table["state"] == "PRUNED").sum())
-    accuracy, spread, mnli_spread = complete[ACCURACY], complete[SPREAD], complete[MNLI_SPREAD]
+    names = axes_of(config)
+    accuracy, spread, base_spread = (complete[name] for name in names)
     return (
-        f"{len(complete)} configurations completed ({pruned} pruned). Mean MNLI-m accuracy "
-        f"ranged {accuracy.min():.1%}-{accuracy.max():.1%}. The std across seeds of HANS "
-        f"non-entailed accuracy ranged {spread.min():.2%}-{spread.max():.2%} (median "
-        f"{spread.median():.2%}), against an MNLI-m std of {mnli_spread.min():.2%}-"
-        f"{mnli_spread.max():.2%}. Verdict: {decision.reason}."
+        f"{len(complete)} configurations completed ({pruned} pruned). {names[0]} ranged "
+        f"{accuracy.min():.1%}-{accuracy.max():.1%}. {names[1]} ranged {spread.min():.2%}-"
+        f"{spread.max():.2%} (median {spread.median():.2%}), against {names[2]} of "
+        f"{base_spread.min():.2%}-{base_spread.max():.2%}. Verdict: {decision.reason}."
     )
 
 
-def write_sweep_outputs(study: optuna.Study, out_dir: Path) -> list[Path]:
+def write_sweep_outputs(config: Config, study: optuna.Study, out_dir: Path) -> list[Path]:
     """trials.csv, optimization history, parameter importances, accuracy vs spread, report.md."""
     out_dir.mkdir(parents=True, exist_ok=True)
     table = trials_table(study)
@@ -134,17 +132,18 @@ def write_sweep_outputs(study: optuna.Study, out_dir: Path) -> list[Path]:
     pareto = {t.number for t in study.best_trials} if multi and len(table) else set()
     target = (lambda t: t.values[0]) if multi else None
     written = [out_dir / "trials.csv"]
-    figures = {"accuracy_vs_spread": plot_accuracy_vs_spread(table, pareto)}
+    figures = {"accuracy_vs_spread": plot_accuracy_vs_spread(config, table, pareto)}
+    target_name = axes_of(config)[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         history = optuna.visualization.matplotlib.plot_optimization_history(
-            study, target=target, target_name="mean MNLI-m accuracy"
+            study, target=target, target_name=target_name
         )
         figures["optimization_history"] = _figure_of(history)
         if len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) >= 2:
             importances = _figure_of(
                 optuna.visualization.matplotlib.plot_param_importances(
-                    study, target=target, target_name="mean MNLI-m accuracy"
+                    study, target=target, target_name=target_name
                 )
             )
         else:
@@ -157,10 +156,10 @@ def write_sweep_outputs(study: optuna.Study, out_dir: Path) -> list[Path]:
         plt.close(figure)
         written.append(out_dir / f"{name}.png")
     params = [c for c in table if c.startswith("param/")]
-    columns = ["trial", "state", "default", *params, ACCURACY, MNLI_SPREAD, SPREAD]
+    columns = ["trial", "state", "default", *params, *axes_of(config)]
     shown = table[[c for c in columns if c in table]]
     report = (
-        f"# Sweep `{study.study_name}`\n\n{summary(table, decide(study))}\n\n"
+        f"# Sweep `{study.study_name}`\n\n{summary(config, table, decide(config, study))}\n\n"
         f"{shown.to_markdown(index=False, floatfmt='.4g')}\n\n"
         + "".join(f"![{name}]({name}.png)\n\n" for name in figures)
     )

@@ -10,8 +10,10 @@ from optuna.storages import BaseStorage, RDBStorage
 from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 
-from seedvar.config import Config, SweepConfig
+from seedvar.config import Config
+from seedvar.declared import headline_mean_column, primary_column
 from seedvar.errors import ConfigError
+from seedvar.metrics import validation_key
 from seedvar.sweep.objective import PruneOnValidation, StopWithTrial, objective
 from seedvar.sweep.space import default_params, is_integer_setting, trial_config
 from seedvar.sweep.storage import rdb_storage
@@ -21,12 +23,16 @@ from seedvar.tracking import provenance
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
-METRIC_NAMES = ["mean MNLI-m accuracy", "std of HANS non-entailed accuracy"]
+def metric_names(config: Config) -> list[str]:
+    """The objectives' names (Optuna's dashboard shows them)."""
+    first = next(iter(config.diagnostics))
+    return [f"mean {primary_column(config.task)}", f"std of {headline_mean_column(first)}"]
 
 
-def open_study(sweep: SweepConfig, storage: RDBStorage | None = None) -> optuna.Study:
+def open_study(config: Config, storage: RDBStorage | None = None) -> optuna.Study:
     """Create or load the study in its storage (SQLite file or any SQLAlchemy URL), with named
-    objectives (Optuna's dashboard shows them)."""
+    objectives."""
+    sweep = config.sweep
     storage = storage or rdb_storage(sweep.storage, sweep.heartbeat_seconds, sweep.max_retries)
     multi = sweep.mode == "accuracy_and_spread"
     study = optuna.create_study(
@@ -46,7 +52,7 @@ def open_study(sweep: SweepConfig, storage: RDBStorage | None = None) -> optuna.
         )
     with warnings.catch_warnings():  # "experimental" since Optuna 3.2
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        study.set_metric_names(METRIC_NAMES[: len(study.directions)])
+        study.set_metric_names(metric_names(config)[: len(study.directions)])
     if study.trials:  # resumed: seeded anew, so as not to draw the first trials over again
         study.sampler = sampler(multi, seed=len(study.trials))
     return study
@@ -75,7 +81,7 @@ def check_space(base: Config) -> None:
 def prepare_study(base: Config, storage: RDBStorage | None = None) -> optuna.Study:
     """The sweep's study, with the base configuration enqueued as its first trial if new."""
     check_space(base)
-    study = open_study(base.sweep, storage)
+    study = open_study(base, storage)
     study.set_user_attr("profile", base.profile)
     study.set_user_attr("mode", base.sweep.mode)
     study.set_user_attr("git_commit", provenance()["git.commit"])
@@ -99,8 +105,9 @@ def trial_callbacks(config: Config, number: int, reports: bool) -> list[L.Callba
     trial = trial_id(storage, config.sweep.study_name, number)
     callbacks: list[L.Callback] = [StopWithTrial(storage, trial)]
     if reports and prunes(config.sweep):
-        study = open_study(config.sweep, storage)
-        callbacks.append(PruneOnValidation(optuna.trial.Trial(study, trial)))
+        study = open_study(config, storage)
+        key = validation_key(config.task.validation)
+        callbacks.append(PruneOnValidation(optuna.trial.Trial(study, trial), key))
     return callbacks
 
 

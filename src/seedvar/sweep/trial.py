@@ -6,21 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import optuna
 import pandas as pd
 
 from seedvar import tracking
 from seedvar.config import Config, SweepConfig
-from seedvar.metrics import (
-    HANS_NON_ENTAILED,
-    MNLI_MATCHED,
-    MNLI_MISMATCHED,
-    PAPER_COLUMNS,
-    hans_non_entailed,
-    mlflow_key,
-)
+from seedvar.declared import headline_mean_column, primary_column
+from seedvar.metrics import MAJORITY_SHARE, safe_key
+from seedvar.study.job import SeedJob
 
-SUMMARIZED = [*PAPER_COLUMNS, MNLI_MISMATCHED, HANS_NON_ENTAILED]
 SWEEP_TAG = "seedvar.sweep"
 TRIAL_NUMBER_TAG = "optuna.trial_number"
 OUTPUT_DIR_ATTR, SEEDS_ATTR = "output_dir", "seeds"  # where a trial's seed folders are
@@ -63,14 +58,35 @@ def start_trial_run(
     return run
 
 
-def seed_summary(per_seed: list[dict[str, float]]) -> dict[str, float]:
-    """Mean and std across seeds of every paper column and of HANS non-entailed accuracy."""
-    table = pd.DataFrame([{**m, HANS_NON_ENTAILED: hans_non_entailed(m)} for m in per_seed])
+def with_headline_means(config: Config, metrics: dict[str, float]) -> dict[str, float]:
+    """A seed's accuracy columns (no majority shares), and each diagnostic set's headline mean
+    (the mean of its headline columns: the sweep's spread objective takes its first)."""
+    found = {k: v for k, v in metrics.items() if not k.startswith(MAJORITY_SHARE)}
+    for name, diagnostic in config.diagnostics.items():
+        found[headline_mean_column(name)] = float(
+            np.mean([metrics[c] for c in diagnostic.headline])
+        )
+    return found
+
+
+def seed_summary(config: Config, per_seed: list[dict[str, float]]) -> dict[str, float]:
+    """Mean and std across seeds of every accuracy column and headline mean."""
+    table = pd.DataFrame([with_headline_means(config, metrics) for metrics in per_seed])
     summary = {}
-    for column in SUMMARIZED:
+    for column in table.columns:
         summary[f"mean/{column}"] = float(table[column].mean())
         summary[f"std/{column}"] = float(table[column].std(ddof=1))
     return summary
+
+
+def objective_values(config: Config, summary: dict[str, float]) -> list[float]:
+    """Mean accuracy of the primary in-distribution column; in the accuracy_and_spread mode
+    also the std across seeds of the first diagnostic set's headline mean."""
+    values = [summary[f"mean/{primary_column(config.task)}"]]
+    if config.sweep.mode == "accuracy_and_spread":
+        first = next(iter(config.diagnostics))
+        values.append(summary[f"std/{headline_mean_column(first)}"])
+    return values
 
 
 def record_trial(
@@ -80,16 +96,18 @@ def record_trial(
     run: tracking.TrackedRun,
 ) -> list[float]:
     """Record a trial whose seeds have all finished (user attributes: the summary and where
-    its seeds are; the summary on its run); returns its objective values."""
-    summary = seed_summary([per_seed[seed] for seed in sorted(per_seed)])
+    its seeds are; the summary on its run, under the columns' MLflow keys); returns its
+    objective values."""
+    summary = seed_summary(config, [per_seed[seed] for seed in sorted(per_seed)])
     for key, value in summary.items():
         trial.set_user_attr(key, value)
     trial.set_user_attr(OUTPUT_DIR_ATTR, config.output_dir)
     trial.set_user_attr(SEEDS_ATTR, sorted(per_seed))
-    # under MLflow-safe keys: `mean/Lexical (nonent)` -> `mean/hans/lexical_nonent`
-    split = {key: key.split("/", 1) for key in summary}
-    run.log_raw_metrics({f"{s}/{mlflow_key(c)}": summary[k] for k, (s, c) in split.items()})
-    values = [summary[f"mean/{MNLI_MATCHED}"]]
-    if config.sweep.mode == "accuracy_and_spread":
-        values.append(summary[f"std/{HANS_NON_ENTAILED}"])
-    return values
+    columns = SeedJob.of(config.with_seed(min(per_seed))).finished_columns()
+    keys = {column.name: column.key for column in columns}
+    logged = {}
+    for name, value in summary.items():
+        statistic, column = name.split("/", 1)
+        logged[f"{statistic}/{keys.get(column) or safe_key(column)}"] = value
+    run.log_raw_metrics(logged)
+    return objective_values(config, summary)

@@ -28,7 +28,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from seedvar.config import Config
-from seedvar.metrics import mlflow_key
+from seedvar.metrics import Column
 from seedvar.tracking.logger import RunLogger
 from seedvar.tracking.store import Store, open_store
 
@@ -62,9 +62,10 @@ class TrackedRun:
     def log_params(self, params: dict[str, Any]) -> None:
         self.client.log_batch(self.run_id, params=[Param(k, str(v)) for k, v in params.items()])
 
-    def log_metrics(self, metrics: dict[str, float], prefix: str = "") -> None:
-        """Log paper-named metrics under MLflow-safe keys (after `prefix`)."""
-        self.log_raw_metrics({prefix + mlflow_key(name): v for name, v in metrics.items()})
+    def log_metrics(self, metrics: dict[str, float], columns: list[Column]) -> None:
+        """Log metrics named by their columns under the columns' MLflow keys."""
+        keys = {column.name: column.key for column in columns}
+        self.log_raw_metrics({keys[name]: value for name, value in metrics.items()})
 
     def log_raw_metrics(self, metrics: dict[str, float]) -> None:
         """Log metrics under the keys given."""

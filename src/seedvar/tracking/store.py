@@ -21,8 +21,9 @@ EXPERIMENT_TAGS = {
     # switch, not by this tag: seedvar's link says which (see runs_table_url)
     "mlflow.experimentKind": "custom_model_development",
     "mlflow.note.content": "A seedvar seed-variance study: one parent run per study (its "
-    "results and report), one child run per seed (its training curves, MNLI and HANS metrics, "
-    "predictions). Compare seeds by adding hans/... columns to the runs table.",
+    "results and report), one child run per seed (its training curves, its metrics on the "
+    "task's and the diagnostic sets, predictions). Compare seeds by adding the diagnostic "
+    "sets' columns to the runs table.",
 }
 
 

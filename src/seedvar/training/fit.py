@@ -16,6 +16,7 @@ from lightning.pytorch.loggers import Logger
 from transformers import PreTrainedModel
 
 from seedvar.config import Config
+from seedvar.metrics import validation_key
 from seedvar.pretrained import load_model
 from seedvar.training.datamodule import NLIDataModule
 from seedvar.training.device import resolve_precision, use_gpu
@@ -38,7 +39,8 @@ def fine_tune(
     if use_gpu(config):
         torch.set_float32_matmul_precision("high")  # TF32 for what bf16 autocast keeps in fp32
     module = NLIClassifier(
-        load_model(config.model.name, train.effective_init_seed),
+        load_model(config.model.name, train.effective_init_seed, config.task.labels),
+        validation_key=validation_key(config.task.validation),
         learning_rate=train.learning_rate,
         weight_decay=train.weight_decay,
         warmup_ratio=train.warmup_ratio,

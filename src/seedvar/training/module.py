@@ -8,7 +8,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from seedvar.errors import DivergedError
-from seedvar.metrics import TRAIN_LOSS, VAL_ACCURACY
+from seedvar.metrics import TRAIN_LOSS
 
 NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias", "layernorm", "layer_norm")
 LEARNING_RATE = "train/learning_rate"
@@ -25,6 +25,7 @@ class NLIClassifier(L.LightningModule):
     `total_steps`: optimizer steps of the whole run, for the schedule. (Given, not read from
     `trainer.estimated_stepping_batches`: that builds the training loader before Lightning
     restores a checkpoint, and the loader's restored position would then be ignored.)
+    `validation_key`: the name validation accuracy is logged under (a sweep's pruner reads it).
     `compile`: torch.compile the model's forward in place (weights keep their names).
     """
 
@@ -35,6 +36,7 @@ class NLIClassifier(L.LightningModule):
         weight_decay: float,
         warmup_ratio: float,
         total_steps: int,
+        validation_key: str = "val/accuracy",
         log_every_n_steps: int = 50,
         compile: bool = False,
     ) -> None:
@@ -48,6 +50,7 @@ class NLIClassifier(L.LightningModule):
         self.weight_decay = weight_decay
         self.warmup_ratio = warmup_ratio
         self.total_steps = total_steps
+        self.validation_key = validation_key
         self.log_every_n_steps = log_every_n_steps
         self.first_nonfinite_step = torch.tensor(-1)
         # correct/total over the epoch; its states are not persistent: not in the checkpoint
@@ -84,7 +87,7 @@ class NLIClassifier(L.LightningModule):
         labels = batch.pop("labels")
         self.val_accuracy.update(self.model(**batch).logits.argmax(dim=-1), labels)
         # Lightning computes it at the epoch's end, then resets it
-        self.log(VAL_ACCURACY, self.val_accuracy, on_epoch=True, prog_bar=True)
+        self.log(self.validation_key, self.val_accuracy, on_epoch=True, prog_bar=True)
 
     def configure_optimizers(self):  # noqa: ANN201 (Lightning's own return type)
         decay: list[torch.nn.Parameter] = []

@@ -1,0 +1,234 @@
+"""A study declared as data: the task (its labels, text fields and sets) and any number of
+diagnostic sets (their labels, how the task's predictions map onto them, their groups).
+
+The built-in paper study, MNLI -> HANS, is declared in profiles/defaults.yaml; profiles and
+params.yaml change its sources or declare another task. The classes here say only what a
+declaration may be; `check` finds the mistakes that involve more than one field.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, StrictBool, StrictInt
+
+from seedvar.sections import Section
+
+Fields = dict[str, list[str]]  # canonical field -> the source columns tried for it, in order
+
+
+class InDistribution(Section):
+    """One in-distribution evaluation set of the task: one accuracy column."""
+
+    source: str  # a file (Parquet, JSONL, CSV, TSV), an http(s) URL, or hub:DATASET[:CONFIG]:SPLIT
+    column: str | None = None  # its seeds-table column; default "<name> accuracy"
+    key: str | None = None  # its MLflow key; default "<name>/accuracy"
+    headline: StrictBool = False  # compared with the diagnostic sets in the verdict
+    fields: Fields | None = None  # default: the task's
+
+
+class Augmentation(Section):
+    """Extra training pairs from another set (an augmentation study), none by default."""
+
+    source: str
+    labels: list[str]  # its own label names, in the order of its integer labels
+    to_task: dict[str, str]  # its label -> a task label
+    fields: Fields | None = None  # default: the task's
+    stratify: str | None = None  # a column to draw the pairs evenly over
+    disjoint_from: str | None = None  # a diagnostic set that must not share a pair with it
+
+
+class Task(Section):
+    """What the models are fine-tuned on: labels, text fields, sets."""
+
+    name: str  # a layer that names another task replaces the task and diagnostics below it
+    labels: list[str] = Field(min_length=2)  # in the order of the sources' integer labels
+    text: list[str] = Field(min_length=1, max_length=2)  # a pair of fields, or one sentence
+    fields: Fields
+    drop_labels: list[str] = []  # label values that mark pairs without a label (GLUE's "-")
+    train: str  # a source
+    train_size: StrictInt | None = None  # its pairs, where known: a hub study's cost estimate
+    validation: str  # the per-epoch validation set: an evaluation set's name
+    evaluation: dict[str, InDistribution] = Field(min_length=1)
+    augmentation: Augmentation | None = None
+
+
+class Group(Section):
+    """A grouping column of a diagnostic set: one accuracy column per value.
+
+    Nested (`within` another group: HANS's subcase within heuristic) or multi-valued (`split`:
+    several values joined by a separator, or empty where the example is in none)."""
+
+    within: str | None = None
+    split: str | None = None
+    values: list[str] | None = None  # the values there may be (a check of the data)
+    names: dict[str, str] = {}  # a value -> how columns name it
+    by_label: dict[str, str] | None = None  # one column per value and gold label (its name)
+    optional: StrictBool = False  # the column may be missing from the set (HANS's templates)
+    column: str | None = None  # column name: {set} {group} {value} {name} {parent} {label}
+    key: str | None = None  # MLflow key, the same placeholders (and {name_lower})
+
+
+class Overall(Section):
+    column: str | None = None  # default "<set> overall"
+    key: str | None = None  # default "<set>/overall"
+
+
+class Diagnostic(Section):
+    """A diagnostic (challenge) set: its labels, their map from the task's, its groups."""
+
+    source: str
+    labels: list[str] = Field(min_length=1)  # in the order of its integer labels
+    collapse: dict[str, list[str]] = {}  # its label <- the task labels predicted as it
+    fields: Fields | None = None  # default: the task's
+    overall: Overall = Overall()
+    groups: dict[str, Group] = {}
+    headline: list[str] = Field(min_length=1)  # the columns the verdict tests
+    highlight: list[str] = []  # columns shown beside the headline, not tested
+    stratify: str | None = None  # the group to subsample evenly over (data.max_eval_examples)
+
+
+class Reference(Section):
+    """A published table of per-run results to set the study beside (one row per run)."""
+
+    runs: str
+    name: str  # how the report names it, e.g. "paper (100 runs)"
+
+
+def declaration_problems(
+    task: Task, diagnostics: dict[str, Diagnostic], augment_examples: int
+) -> list[str]:
+    """Every mistake that involves more than one field, one line each (empty: none)."""
+    found = []
+    if len(set(task.labels)) < len(task.labels):
+        found.append(f"task.labels: {task.labels} names a label twice; list each once")
+    for field in (*task.text, "label"):
+        if field not in task.fields:
+            found.append(f"task.fields: no source columns for {field!r}; add {field}: [COLUMN]")
+    if task.validation not in task.evaluation:
+        found.append(
+            f"task.validation: {task.validation!r} is not an evaluation set of the task; use "
+            f"one of {', '.join(task.evaluation)}"
+        )
+    if not any(declared.headline for declared in task.evaluation.values()):
+        found.append("task.evaluation: no set is a headline; mark one `headline: true`")
+    found += _augmentation_problems(task, diagnostics, augment_examples)
+    for name, diagnostic in diagnostics.items():
+        if name in (*task.evaluation, "train", "validation"):
+            found.append(f"diagnostics.{name}: the name is taken; name the set otherwise")
+        try:
+            task_to_diagnostic(task, diagnostic, name)
+        except ValueError as error:
+            found.append(str(error))
+        found += _group_problems(name, diagnostic)
+    return found
+
+
+def task_to_diagnostic(task: Task, diagnostic: Diagnostic, name: str) -> list[int]:
+    """For each task label (by index), the diagnostic label it is scored as (by index): the
+    diagnostic's `collapse`, else the label of the same name. ValueError names a mistake."""
+    where = f"diagnostics.{name}.collapse"
+    taken: dict[str, str] = {}
+    for label, task_labels in diagnostic.collapse.items():
+        if label not in diagnostic.labels:
+            raise ValueError(
+                f"{where}: {label!r} is not a label of {name} ({', '.join(diagnostic.labels)})"
+            )
+        for task_label in task_labels:
+            if task_label not in task.labels:
+                raise ValueError(
+                    f"{where}.{label}: {task_label!r} is not a label of the task "
+                    f"{task.name} ({', '.join(task.labels)})"
+                )
+            if task_label in taken:
+                raise ValueError(f"{where}: {task_label!r} is collapsed into two labels")
+            taken[task_label] = label
+    mapped = []
+    for task_label in task.labels:
+        label = taken.get(task_label, task_label)
+        if label not in diagnostic.labels:
+            raise ValueError(
+                f"{where}: the task's label {task_label!r} has no label of {name} "
+                f"({', '.join(diagnostic.labels)}); collapse it into one, or drop the set "
+                f"(diagnostics.{name}: null)"
+            )
+        mapped.append(diagnostic.labels.index(label))
+    unreached = [label for i, label in enumerate(diagnostic.labels) if i not in mapped]
+    if unreached:
+        raise ValueError(
+            f"{where}: no label of the task {task.name} maps to {', '.join(unreached)}, so its "
+            f"examples could never be scored right; collapse task labels into it"
+        )
+    return mapped
+
+
+def _augmentation_problems(
+    task: Task, diagnostics: dict[str, Diagnostic], augment_examples: int
+) -> list[str]:
+    augmentation = task.augmentation
+    if augmentation is None:
+        return (
+            ["data.augment_examples: the task declares no task.augmentation to draw them from"]
+            if augment_examples
+            else []
+        )
+    found = []
+    for label, task_label in augmentation.to_task.items():
+        if label not in augmentation.labels or task_label not in task.labels:
+            found.append(
+                f"task.augmentation.to_task: {label}: {task_label} maps a label of "
+                f"{augmentation.labels} onto one of {task.labels}; fix the names"
+            )
+    missing = [label for label in augmentation.labels if label not in augmentation.to_task]
+    if missing:
+        found.append(f"task.augmentation.to_task: no task label for {', '.join(missing)}")
+    if augmentation.disjoint_from and augmentation.disjoint_from not in diagnostics:
+        found.append(
+            f"task.augmentation.disjoint_from: {augmentation.disjoint_from!r} is not a "
+            "diagnostic set of the study"
+        )
+    return found
+
+
+def _group_problems(name: str, diagnostic: Diagnostic) -> list[str]:
+    found = []
+    for group, declared in diagnostic.groups.items():
+        where = f"diagnostics.{name}.groups.{group}"
+        if declared.within is not None and declared.within not in diagnostic.groups:
+            found.append(f"{where}.within: {declared.within!r} is not a group of {name}")
+        if declared.within is not None and declared.split is not None:
+            found.append(f"{where}: a group is nested (within) or multi-valued (split), not both")
+        unknown = set(declared.by_label or {}) - set(diagnostic.labels)
+        if unknown:
+            found.append(f"{where}.by_label: {', '.join(sorted(unknown))} not a label of {name}")
+    if diagnostic.stratify is not None and diagnostic.stratify not in diagnostic.groups:
+        found.append(f"diagnostics.{name}.stratify: {diagnostic.stratify!r} is not a group")
+    return found
+
+
+def in_distribution_name(name: str, declared: InDistribution) -> str:
+    """The seeds-table column of an in-distribution set."""
+    return declared.column or f"{name} accuracy"
+
+
+def primary_set(task: Task) -> str:
+    """The in-distribution set the verdict and the plots set the diagnostics against: the
+    first headline set."""
+    return next(name for name, declared in task.evaluation.items() if declared.headline)
+
+
+def primary_column(task: Task) -> str:
+    name = primary_set(task)
+    return in_distribution_name(name, task.evaluation[name])
+
+
+def headline_mean_column(set_name: str) -> str:
+    """The mean of a diagnostic set's headline columns (a sweep's spread objective)."""
+    return f"{set_name} headline mean"
+
+
+def shown_columns(task: Task, diagnostics: dict[str, Diagnostic]) -> list[str]:
+    """The columns a study's headline shows: the in-distribution headline sets', then each
+    diagnostic set's headline and highlighted columns."""
+    shown = [in_distribution_name(n, d) for n, d in task.evaluation.items() if d.headline]
+    for diagnostic in diagnostics.values():
+        shown += [*diagnostic.headline, *diagnostic.highlight]
+    return shown

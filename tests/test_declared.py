@@ -1,0 +1,121 @@
+"""A study's declaration: every mistake between its fields is one line of ConfigError from
+load_config, before any data is read."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from seedvar.config import load_config
+from seedvar.data.sets import load_study_sets
+from seedvar.declared import task_to_diagnostic
+from seedvar.errors import ConfigError, DataError
+
+
+def config_error(*overrides: str) -> str:
+    """The one-line ConfigError of the smoke profile with these `--set` overrides."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, list(overrides), profile="smoke")
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("invalid configuration: ")
+    return message
+
+
+def test_the_papers_declaration_has_no_mistakes():
+    config = load_config(None, profile="smoke")
+    assert task_to_diagnostic(config.task, config.diagnostics["hans"], "hans") == [0, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        ("task.labels=[entailment]", "task.labels: List should have at least 2 items"),
+        (
+            "task.labels=[entailment, entailment, contradiction]",
+            "task.labels: ['entailment', 'entailment', 'contradiction'] names a label twice",
+        ),
+        ("task.text=[premise, claim]", "task.fields: no source columns for 'claim'"),
+        (
+            "task.validation=mnli_test",
+            "task.validation: 'mnli_test' is not an evaluation set of the task; use one of "
+            "mnli_matched, mnli_mismatched",
+        ),
+        (
+            "task.evaluation.mnli_matched.headline=false",
+            "task.evaluation: no set is a headline",
+        ),
+    ],
+)
+def test_task_mistakes(override: str, problem: str):
+    assert problem in config_error(override)
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        (  # a diagnostic label no task label is scored as
+            "diagnostics.hans.labels=[entailment, non-entailment, other]",
+            "diagnostics.hans.collapse: no label of the task MNLI maps to other",
+        ),
+        (  # a task label scored as no diagnostic label
+            "diagnostics.hans.collapse={non-entailment: [neutral]}",
+            "diagnostics.hans.collapse: the task's label 'contradiction' has no label of hans "
+            "(entailment, non-entailment)",
+        ),
+        (  # an unknown task label in collapse
+            "diagnostics.hans.collapse={non-entailment: [neutral, contradicton]}",
+            "diagnostics.hans.collapse.non-entailment: 'contradicton' is not a label of the "
+            "task MNLI (entailment, neutral, contradiction)",
+        ),
+        (  # an unknown diagnostic label in collapse
+            "diagnostics.hans.collapse={nonentailment: [neutral, contradiction]}",
+            "diagnostics.hans.collapse: 'nonentailment' is not a label of hans",
+        ),
+        (  # merged with the declared non-entailment: [neutral, contradiction]
+            "diagnostics.hans.collapse={entailment: [entailment, neutral]}",
+            "diagnostics.hans.collapse: 'neutral' is collapsed into two labels",
+        ),
+        (
+            "diagnostics.hans.groups.subcase.within=heuristics",
+            "diagnostics.hans.groups.subcase.within: 'heuristics' is not a group of hans",
+        ),
+        (
+            "diagnostics.hans.stratify=subcases",
+            "diagnostics.hans.stratify: 'subcases' is not a group",
+        ),
+        (
+            "diagnostics.hans.groups.heuristic.by_label={neutral: neutral}",
+            "diagnostics.hans.groups.heuristic.by_label: neutral not a label of hans",
+        ),
+        (
+            "diagnostics.hans.groups.subcase.split=;",
+            "diagnostics.hans.groups.subcase: a group is nested (within) or multi-valued "
+            "(split), not both",
+        ),
+        ("diagnostics.hans.headline=[]", "diagnostics.hans.headline: List should have at least"),
+        (
+            "diagnostics.mnli_matched={source: x.parquet, labels: [entailment, neutral, "
+            "contradiction], headline: [x]}",
+            "diagnostics.mnli_matched: the name is taken",
+        ),
+    ],
+)
+def test_diagnostic_mistakes(override: str, problem: str):
+    assert problem in config_error(override)
+
+
+def test_every_mistake_is_named_in_the_one_line():
+    message = config_error(
+        "diagnostics.hans.groups.subcase.within=heuristics", "diagnostics.hans.stratify=subcases"
+    )
+    assert "'heuristics' is not a group of hans; " in message
+    assert "'subcases' is not a group" in message
+
+
+def test_a_headline_column_the_set_does_not_have_is_refused_when_the_set_is_loaded():
+    """The columns of a group come from its data: the check runs when the sets load (`seedvar
+    prepare`, a seed's start), before any training."""
+    config = load_config(None, ["diagnostics.hans.headline=[Lexical (nonnent)]"], profile="smoke")
+    with pytest.raises(DataError, match=re.escape("'Lexical (nonnent)' is not a column of hans")):
+        load_study_sets(config)
