@@ -171,24 +171,31 @@ def test_launch_trains_each_seed_once_and_dvc_repro_then_trains_nothing(cluster,
     assert (project / "report" / "report.md").is_file()
 
 
+def launch_until_checkpointed(
+    spawn,
+    settings: list[str],
+    report: Path,  # noqa: ANN001
+) -> tuple[subprocess.Popen, Path]:
+    """`seedvar launch` of the interruptible recipe, once one of its seeds has checkpointed
+    step 9: the process and that seed's work folder."""
+    command = seedvar("launch", *recipe_flags(), *settings, "--report", str(report))
+    launch = spawn(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    found: list[Path] = []
+
+    def training() -> bool:
+        folder = checkpointed(Path("runs"), at_least=9)
+        found[:] = [folder] if folder else []
+        return bool(found)
+
+    wait_for(training, launch)
+    return launch, found[0]
+
+
 def test_a_node_removed_while_its_seed_trains_is_retried_and_counts_once(
     cluster, reference, study_dir: Path, spawn
 ):
     report = study_dir / "launch.json"
-    launch = spawn(
-        seedvar("launch", *recipe_flags(), *on(cluster, f"seeds={SEEDS}"), "--report", str(report)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    folder = None
-
-    def training() -> bool:
-        nonlocal folder
-        folder = checkpointed(Path("runs"), at_least=9)
-        return folder is not None
-
-    wait_for(training, launch)
+    launch, folder = launch_until_checkpointed(spawn, on(cluster, f"seeds={SEEDS}"), report)
     lost = attempt_of(folder)
     node_id = lost["ray_node"]
     (victim,) = [node for node in cluster.worker_nodes if node.node_id == node_id]
@@ -214,20 +221,7 @@ def test_a_frozen_task_is_replaced_and_the_late_one_does_no_harm(
     seeds = [0, 1]  # a free node for the replacement
     report = study_dir / "launch.json"
     settings = on(cluster, f"seeds={seeds}", "ray.stall_seconds=10")
-    launch = spawn(
-        seedvar("launch", *recipe_flags(), *settings, "--report", str(report)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    folder = None
-
-    def training() -> bool:
-        nonlocal folder
-        folder = checkpointed(Path("runs"), at_least=9)
-        return folder is not None
-
-    wait_for(training, launch)
+    launch, folder = launch_until_checkpointed(spawn, settings, report)
     frozen = attempt_of(folder)
     os.kill(frozen["pid"], signal.SIGSTOP)  # Ray does not notice: the process is still there
     seed = folder.name.split(".")[0]
