@@ -42,10 +42,10 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from onnxruntime.transformers.optimizer import optimize_model
 from transformers import AutoModelForSequenceClassification
 
-from seedvar.config import load_config
+from seedvar.config import Config, load_config
 from seedvar.data.prepared import tokenize_sets
 from seedvar.data.sets import load_study_sets
-from seedvar.metrics import EvalSet, to_hans_labels
+from seedvar.declared import task_to_diagnostic
 from seedvar.pretrained import load_tokenizer
 from seedvar.training.device import cpu_description
 from seedvar.training.predict import predict_logits
@@ -157,14 +157,17 @@ def predict_timed(
         torch.set_num_threads(before)
 
 
-def compare(sets: dict, logits: dict[str, dict[str, np.ndarray]]) -> dict[str, dict]:
+def compare(
+    config: Config, sets: dict, logits: dict[str, dict[str, np.ndarray]]
+) -> dict[str, dict]:
     """Per set: pairs, and per way its agreement with the reference and its accuracy."""
     per_set = {}
     for name, frame in sets.items():
         gold = frame["label"].to_numpy()
         labels = {way: found[name].argmax(1) for way, found in logits.items()}
-        if name == EvalSet.HANS:  # HANS is scored on entailment vs non-entailment
-            labels = {way: to_hans_labels(predicted) for way, predicted in labels.items()}
+        if name in config.diagnostics:  # scored in its own labels (HANS: 2-way)
+            to_set = np.asarray(task_to_diagnostic(config.task, config.diagnostics[name], name))
+            labels = {way: to_set[predicted] for way, predicted in labels.items()}
         per_set[name] = {
             "pairs": len(frame),
             "ways": {
@@ -191,7 +194,7 @@ def main() -> None:
     limit = [] if args.max_pairs is None else [f"data.max_eval_examples={args.max_pairs}"]
     config = load_config(None, limit, profile="cpu")
     tokenizer = load_tokenizer(str(args.model))
-    sets = load_study_sets(config.data).evaluation
+    sets = load_study_sets(config).evaluation
     tokenized = tokenize_sets(sets, tokenizer, config)
     with tempfile.TemporaryDirectory() as folder:
         ways = ways_to_measure(args.model, Path(folder))
@@ -206,7 +209,7 @@ def main() -> None:
                 logits[way][name], took = predict_timed(how, data, tokenizer.pad_token_id, name)
                 seconds[way] += took
                 print(f"{name}: {way}: {took:.1f} s")
-    per_set = compare(sets, logits)
+    per_set = compare(config, sets, logits)
     pairs = sum(item["pairs"] for item in per_set.values())
     summary = {}
     for way in ways:

@@ -30,9 +30,9 @@ from peak import matmul_peak, model_flops_per_s, non_embedding_parameters
 from transformers import BertConfig, BertForSequenceClassification
 
 from seedvar.config import Config, load_config
-from seedvar.data.mnli import load_mnli
+from seedvar.data.sets import load_task_set
 from seedvar.data.tokenized import tokenize_cached
-from seedvar.pretrained import OFFLINE_MINILM, TINY_CONFIG, load_tokenizer
+from seedvar.pretrained import OFFLINE_MINILM, TINY_RANDOM, load_model, load_tokenizer
 from seedvar.training.fit import fine_tune
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,8 +67,12 @@ def random_bert(folder: Path, dry_run: bool) -> Path:
     """bert-base-uncased's architecture (or the tiny test model) with random weights and the
     bert-base-uncased vocabulary, saved as a local model folder seedvar can load."""
     tokenizer = load_tokenizer(OFFLINE_MINILM)
-    config = BertConfig(vocab_size=len(tokenizer), num_labels=3, **(TINY_CONFIG if dry_run else {}))
-    BertForSequenceClassification(config).save_pretrained(folder)
+    labels = load_config(None).task.labels
+    if dry_run:
+        model = load_model(TINY_RANDOM, 0, labels)
+    else:
+        model = BertForSequenceClassification(BertConfig(vocab_size=len(tokenizer), num_labels=3))
+    model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 
@@ -152,9 +156,11 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = random_bert(Path(tmp) / "model", args.dry_run)
-        frame = load_mnli(str(REPO / "data/offline/mnli/train_sample.parquet"), "train")
+        config = load_config(None, profile="cpu")
+        frame = load_task_set(config, str(REPO / "data/offline/mnli/train_sample.parquet"))
         frame = frame.sample(n=(args.steps + WARMUP_STEPS) * BATCH, random_state=0)
-        train = tokenize_cached(frame, load_tokenizer(str(model_dir)), 128, Path(tmp) / "cache")
+        tokenizer = load_tokenizer(str(model_dir))
+        train = tokenize_cached(frame, tokenizer, 128, Path(tmp) / "cache", config.task.text)
         data_dir = Path(tmp) / "train"
         train.save_to_disk(str(data_dir))
         device = "cpu (dry run)" if args.dry_run else torch.cuda.get_device_name(0)

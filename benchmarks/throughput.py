@@ -48,7 +48,7 @@ from transformers import (
 )
 
 from seedvar.config import Config, load_config
-from seedvar.data.mnli import load_mnli
+from seedvar.data.sets import load_task_set
 from seedvar.data.tokenized import tokenize_cached
 from seedvar.pretrained import OFFLINE_MINILM, load_model, load_tokenizer
 from seedvar.training.device import cpu_description
@@ -57,6 +57,8 @@ from seedvar.training.predict import predict_logits
 
 REPO = Path(__file__).resolve().parents[1]
 MNLI = REPO / "data" / "offline" / "mnli"
+PAPER = load_config(None, profile="cpu")  # the paper's task, its sets read offline
+TASK = PAPER.task
 MAX_LENGTH, BATCH = 128, 32
 DTYPE = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16}
 
@@ -134,7 +136,7 @@ def peer_train(
     """Seconds for the same steps with the Hugging Face Trainer; and the Trainer."""
     clock = TrainerClock()
     trainer = Trainer(
-        model=load_model(OFFLINE_MINILM, 0),
+        model=load_model(OFFLINE_MINILM, 0, TASK.labels),
         args=peer_arguments(config, workdir, careful),
         train_dataset=train,
         data_collator=collator,
@@ -223,12 +225,12 @@ def tokenization(tokenizer, cache: Path) -> dict[str, float]:  # noqa: ANN001
         "validation_matched": "validation_matched",
         "validation_mismatched": "validation_mismatched",
     }
-    frames = [load_mnli(str(MNLI / f"{file}.parquet"), split) for split, file in files.items()]
+    frames = [load_task_set(PAPER, str(MNLI / f"{file}.parquet")) for file in files.values()]
     timings = []
     for _ in range(2):
         started = time.perf_counter()
         for frame in frames:
-            tokenize_cached(frame, tokenizer, MAX_LENGTH, cache)
+            tokenize_cached(frame, tokenizer, MAX_LENGTH, cache, TASK.text)
         timings.append(time.perf_counter() - started)
     return {
         "examples": sum(map(len, frames)),
@@ -274,10 +276,10 @@ def main() -> None:
     args = parser.parse_args()
     tokenizer = load_tokenizer(OFFLINE_MINILM)
     pad_id = tokenizer.pad_token_id
-    frame = load_mnli(str(MNLI / "train_sample.parquet"), "train").sample(
+    frame = load_task_set(PAPER, str(MNLI / "train_sample.parquet")).sample(
         n=args.steps * BATCH, random_state=0
     )
-    evaluation = load_mnli(str(MNLI / "validation_matched.parquet"), "validation_matched")
+    evaluation = load_task_set(PAPER, str(MNLI / "validation_matched.parquet"))
     evaluation = evaluation.head(args.eval_examples)
     gpu = torch.cuda.is_available()
     precisions = ["bf16-mixed"] if gpu else ["32-true", "bf16-mixed"]
@@ -319,8 +321,8 @@ def main() -> None:
             as_dataset = datasets.Dataset.from_pandas(data.rename(columns={"label": "labels"}))
             return as_dataset.map(pad_all, batched=True, remove_columns=["premise", "hypothesis"])
 
-        train = tokenize_cached(frame, tokenizer, MAX_LENGTH, cache)
-        eval_tokens = tokenize_cached(evaluation, tokenizer, MAX_LENGTH, cache)
+        train = tokenize_cached(frame, tokenizer, MAX_LENGTH, cache, TASK.text)
+        eval_tokens = tokenize_cached(evaluation, tokenizer, MAX_LENGTH, cache, TASK.text)
         train_pad128, eval_pad128 = padded(frame), padded(evaluation)
         dynamic = DataCollatorWithPadding(tokenizer)
         fixed = DataCollatorWithPadding(tokenizer, padding="max_length", max_length=MAX_LENGTH)

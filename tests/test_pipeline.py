@@ -131,3 +131,39 @@ def test_the_paper_study_without_the_hub_stops_before_any_work(
     errors = [line for line in done.stderr.splitlines() if line.startswith("seedvar: error:")]
     assert len(errors) == 1 and "cannot be reached" in errors[0], output
     assert "make study PROFILE=cpu" in errors[0]
+
+
+SMOKE_SIZE = {  # an offline study's declaration, at the smoke profile's size
+    "model": {"name": "tiny-random-bert", "max_length": 64},
+    "data": {"max_train_examples": 200, "max_val_examples": 100, "max_eval_examples": 300},
+    "train": {"epochs": 1, "batch_size": 16, "learning_rate": 1.0e-3},
+}
+
+
+@pytest.mark.parametrize(
+    ("profile", "in_distribution", "diagnostic"),
+    [
+        ("cpu", "MNLI dev acc.", ["SNLI dev acc.", "glue_diagnostic/logic", "Lexical (nonent)"]),
+        ("rte", "RTE dev acc.", ["glue_diagnostic/logic", "Lexical (nonent)"]),
+    ],
+)
+def test_each_offline_study_runs_through_dvc_repro_at_smoke_size(
+    tmp_path: Path, dvc_environment: None, profile: str, in_distribution: str, diagnostic: list
+):
+    project = dvc_project(tmp_path, profile=profile, seeds=[0, 1], **SMOKE_SIZE)
+    assert "aggregate" in stages_ran(run_ok("dvc", "repro", cwd=project))
+    seeds = pd.read_csv(project / "results" / "seeds.csv")
+    assert seeds["seed"].tolist() == [0, 1] and {in_distribution, *diagnostic} <= set(seeds)
+    decision = json.loads((project / "results" / "verdict.json").read_text())
+    assert decision["design"]["reference"] == [in_distribution]
+    assert set(diagnostic) <= set(decision["design"]["tested"])
+    assert decision["rule"] in (
+        "one class",
+        "near chance",
+        "passes",
+        "sets too small",
+        "too few seeds",
+        "none passes",
+    )
+    sets = {path.stem for path in (project / "results" / "agreement").iterdir()}
+    assert {"hans", "glue_diagnostic"} <= sets

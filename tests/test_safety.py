@@ -83,7 +83,7 @@ def _broken_copy(name: str, change) -> str:  # noqa: ANN001 (a frame -> frame fu
     ("change", "message"),
     [
         (lambda f: f.assign(premise=[None, *f["premise"][1:]]), "have no premise text (id 0)"),
-        (lambda f: f.assign(subcase=["ln_bogus", *f["subcase"][1:]]), "unknown HANS subcase"),
+        (lambda f: f.assign(subcase=["ln_bogus", *f["subcase"][1:]]), "unknown subcase value"),
         (lambda f: f.assign(idx=[1, *f["idx"][1:]]), "repeated example id(s) (1)"),
     ],
 )

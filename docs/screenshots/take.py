@@ -74,7 +74,7 @@ SWEEP_OVERRIDES = [
     # here so that the sweep takes seconds
     "sweep.space.epochs={choices: [1]}",
     "sweep.space.batch_size={choices: [16]}",
-    "sweep.space.hans_train_examples={low: 0, high: 0}",
+    "sweep.space.augment_examples={low: 0, high: 0}",
 ]
 
 

@@ -45,14 +45,8 @@ def load_study_sets(config: Config) -> StudySets:
     """Load (and subsample, if configured) every set; raises DataError before any training."""
     task, data = config.task, config.data
     downloads = Path(data.cache_dir) / "downloads"
-
-    def task_set(source: str, fields: dict[str, list[str]] | None = None) -> pd.DataFrame:
-        frame, origin = read_source(source, downloads)
-        fields = fields or task.fields
-        return canonical(frame, fields, task.text, task.labels, origin, None, task.drop_labels)
-
     evaluation = {
-        name: task_set(declared.source, declared.fields)
+        name: load_task_set(config, declared.source, declared.fields)
         for name, declared in task.evaluation.items()
     }
     validation = subsample(evaluation[task.validation], data.max_val_examples)
@@ -66,10 +60,20 @@ def load_study_sets(config: Config) -> StudySets:
         check_groups(diagnostics[name], diagnostic, origin)
         check_headline(diagnostics[name], diagnostic, name)
         evaluation[name] = subsample(diagnostics[name], data.max_eval_examples, diagnostic.stratify)
-    train = subsample(task_set(task.train), data.max_train_examples)
+    train = subsample(load_task_set(config, task.train), data.max_train_examples)
     if data.augment_examples:
         train = pd.concat([train, augmentation(config, diagnostics)], ignore_index=True)
     return StudySets(train, validation, evaluation)
+
+
+def load_task_set(
+    config: Config, source: str, fields: dict[str, list[str]] | None = None
+) -> pd.DataFrame:
+    """One set of the task (its labels and text fields), from `source`, in canonical form."""
+    task = config.task
+    frame, origin = read_source(source, Path(config.data.cache_dir) / "downloads")
+    fields = fields or task.fields
+    return canonical(frame, fields, task.text, task.labels, origin, None, task.drop_labels)
 
 
 def check_headline(examples: pd.DataFrame, diagnostic: Diagnostic, name: str) -> None:

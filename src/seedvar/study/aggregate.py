@@ -131,7 +131,6 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
     _write_agreement(config, runs_dir, results_dir, accuracies)
 
     compared = [c for c in table.columns if c in numeric and not c.startswith(MAJORITY_SHARE)]
-    compared = [c for c in compared if paper is None or c in paper.columns]
     comparison = compare_spread(table, paper, compared, base)
     comparison.to_csv(results_dir / "comparison.csv", index_label="column")
 

@@ -71,18 +71,21 @@ def compare_spread(
     ours: pd.DataFrame, paper: pd.DataFrame | None, columns: list[str], base: str
 ) -> pd.DataFrame:
     """Side by side per column: range, mean, std, ours and a published reference's (`paper`,
-    if any), and each column's spread relative to the base column's (range and std ratio)."""
-    rows: dict[str, dict[str, float]] = {}
+    if any; empty where it lacks the column), and each column's spread relative to the base
+    column's (range and std ratio)."""
     tables = [("ours", ours)] + ([("paper", paper)] if paper is not None else [])
+    rows: dict[str, dict[str, float]] = {column: {} for column in columns}
     for name, table in tables:
+        if base not in table:
+            continue
         base_values = table[base].to_numpy(dtype=float)
         base_range = base_values.max() - base_values.min()
         base_std = seed_std(base_values)
-        for column in columns:
+        for column in [c for c in columns if c in table]:
             values = table[column].to_numpy(dtype=float)
             spread = values.max() - values.min()
             std = seed_std(values)
-            row = rows.setdefault(column, {})
+            row = rows[column]
             row[f"{name}_min"], row[f"{name}_max"] = values.min(), values.max()
             row[f"{name}_range"], row[f"{name}_mean"], row[f"{name}_std"] = (
                 spread,
@@ -91,4 +94,4 @@ def compare_spread(
             )
             row[f"{name}_range_ratio"] = spread / base_range if base_range > 0 else np.nan
             row[f"{name}_std_ratio"] = std / base_std if base_std > 0 else np.nan
-    return pd.DataFrame.from_dict(rows, orient="index")
+    return pd.DataFrame.from_dict(rows, orient="index").reindex(columns)
