@@ -4,8 +4,11 @@ Trains through seedvar's own `fine_tune` (Lightning, bf16 mixed precision, fused
 SDPA attention, length-grouped dynamically padded batches) on real MNLI pairs tokenized
 with the bert-base-uncased vocabulary, at batch 32; with and without torch.compile. Reports
 training examples/s, tokens/s (real tokens) and model FLOPs utilisation, projects one full
-seed (392,702 examples x 3 epochs) and of the 100-seed study on 1 and on 8 GPUs, and measures
-the gain from training several seeds at once on one GPU (one process per seed). MFU is
+seed (392,702 examples x 3 epochs) and of the 100-seed study on 1 and on 8 GPUs. Then 1, 2, 4
+and 8 seeds share the one GPU the way the main job spreads them (`seedvar launch` on a local
+Ray, `ray.gpus_per_seed` = 1/k; real seeds of a reduced study: prepare once, train, evaluate,
+MLflow): the total training throughput of the seeds while all of them train (from their
+MLflow step timestamps), and the hours of the 100-seed study at k seeds per GPU. MFU is
 against this GPU's bf16 matmul peak measured here (benchmarks/peak.py), with the spec
 sheet's dense bf16 peak beside it. Run by benchmarks/gpu.sh; writes
 benchmarks/results/gpu.json. `--dry-run` checks the whole script on a CPU in minutes
@@ -16,16 +19,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
+import math
+import subprocess
+import sys
 import tempfile
 import time
-from multiprocessing.queues import Queue
-from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import datasets
 import lightning as L
+import numpy as np
 import torch
+from mlflow.tracking import MlflowClient
 from peak import matmul_peak, model_flops_per_s, non_embedding_parameters
 from transformers import BertConfig, BertForSequenceClassification
 
@@ -37,6 +42,7 @@ from seedvar.training.fit import fine_tune
 
 REPO = Path(__file__).resolve().parents[1]
 MNLI_TRAIN, EPOCHS, SEEDS, BATCH, WARMUP_STEPS = 392_702, 3, 100, 32, 10
+SHARING_STEPS, LOG_EVERY = 100, 5  # steps a seed trains when seeds share the GPU
 SPEC_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12}  # dense bf16 tensor cores
 GPUS_IN_A_NODE = 8
 
@@ -107,51 +113,92 @@ def measure(
     }
 
 
-def one_of_several(
-    model_dir: Path, data_dir: Path, steps: int, dry_run: bool, start: Barrier, results: Queue
-) -> None:
-    """One process of `seeds_at_once`: load, wait for the others, train."""
-    train = datasets.load_from_disk(str(data_dir))
-    start.wait()
-    results.put(measure(model_dir, train, steps, False, dry_run))
+def seedvar(*args: str) -> None:
+    """Run a seedvar command; stop the benchmark with its output if it fails."""
+    done = subprocess.run(
+        [sys.executable, "-m", "seedvar.cli", *args], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"seedvar {args[0]} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
 
 
-def seeds_at_once(
-    processes: int, model_dir: Path, data_dir: Path, steps: int, dry_run: bool
-) -> list[dict[str, float]]:
-    """Train `processes` seeds at the same time, one process each, started together."""
-    context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
-    start, results = context.Barrier(processes), context.Queue()
-    children = [
-        context.Process(
-            target=one_of_several, args=(model_dir, data_dir, steps, dry_run, start, results)
-        )
-        for _ in range(processes)
-    ]
-    for child in children:
-        child.start()
-    outputs = [results.get(timeout=1800) for _ in children]  # a crashed child: no hang
-    for child in children:
-        child.join()
-    return outputs
+def sharing_recipe(model_dir: Path, work: Path, dry_run: bool) -> list[str]:
+    """A reduced study of the random BERT on the offline MNLI pairs: every seed trains
+    SHARING_STEPS steps after the warm-up and is evaluated on 64 pairs of each set."""
+    steps = SHARING_STEPS + WARMUP_STEPS
+    settings = {
+        "model.name": model_dir,
+        "train.accelerator": "cpu" if dry_run else "gpu",
+        "train.precision": "32-true" if dry_run else "bf16-mixed",
+        "train.batch_size": BATCH,
+        "train.max_steps": steps,
+        "train.log_every_n_steps": LOG_EVERY,
+        "data.max_train_examples": steps * BATCH,
+        "data.max_val_examples": BATCH,
+        "data.max_eval_examples": 64,
+        "tracking.uri": f"sqlite:///{work}/mlflow.db",
+        "ray.cpus_per_seed": 1,
+    }
+    return ["--profile", "cpu", *[a for k, v in settings.items() for a in ("--set", f"{k}={v}")]]
+
+
+def training_points(client: MlflowClient, seed_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A seed's logged training steps after the warm-up and their wall-clock times (s)."""
+    run_id = json.loads((seed_dir / "run.json").read_text())["run_id"]
+    history = [m for m in client.get_metric_history(run_id, "train/loss") if m.step >= WARMUP_STEPS]
+    history.sort(key=lambda m: m.step)
+    return np.array([m.timestamp / 1000 for m in history]), np.array([m.step for m in history])
+
+
+def seeds_sharing_one_gpu(k: int, recipe: list[str], work: Path, dry_run: bool) -> dict:
+    """Train k seeds at once on one GPU through `seedvar launch` (ray.gpus_per_seed = 1/k;
+    on a CPU dry run, one core each): their total examples/s over the span in which all k
+    were training (steps inside it interpolated from each seed's logged steps)."""
+    output = work / f"sharing-{k}"
+    gpus = 0 if dry_run else 1 / k
+    sharing = ["--set", f"seeds={list(range(k))}", "--set", f"output_dir={output}"]
+    started = time.perf_counter()
+    seedvar(
+        "launch",
+        "--prepared",
+        str(work / "prepared"),
+        *recipe,
+        *sharing,
+        "--set",
+        f"ray.gpus_per_seed={gpus}",
+    )
+    launch_s = time.perf_counter() - started
+    client = MlflowClient(f"sqlite:///{work}/mlflow.db")
+    points = [training_points(client, output / f"seed-{seed}") for seed in range(k)]
+    begin, end = max(t[0] for t, _ in points), min(t[-1] for t, _ in points)
+    if end <= begin:
+        raise SystemExit(f"{k} seeds did not train at the same time (Ray started them apart)")
+    steps = sum(np.interp(end, t, s) - np.interp(begin, t, s) for t, s in points)
+    total = steps * BATCH / (end - begin)
+    return {"examples_per_s_total": total, "overlap_s": end - begin, "launch_s": launch_s}
+
+
+def study_hours(examples_per_s_per_gpu: float, seeds_per_gpu: int, gpus: int) -> float:
+    """Hours of training of the 100-seed study on `gpus` GPUs, `seeds_per_gpu` on each."""
+    waves = math.ceil(SEEDS / (gpus * seeds_per_gpu))
+    seed_hours = MNLI_TRAIN * EPOCHS / (examples_per_s_per_gpu / seeds_per_gpu) / 3600
+    return waves * seed_hours
 
 
 def projection(examples_per_s: float) -> dict[str, float]:
     """Hours of training for one seed, and for the 100-seed study on 1 and on 8 GPUs at this
     throughput per GPU (seeds are independent: 8 GPUs take 13 rounds of 8 seeds)."""
-    seed_hours = MNLI_TRAIN * EPOCHS / examples_per_s / 3600
-    rounds_on_a_node = -(-SEEDS // GPUS_IN_A_NODE)
     return {
-        "hours_per_seed": seed_hours,
-        "hours_100_seeds": SEEDS * seed_hours,
-        "hours_100_seeds_8_gpus": rounds_on_a_node * seed_hours,
+        "hours_per_seed": MNLI_TRAIN * EPOCHS / examples_per_s / 3600,
+        "hours_100_seeds": study_hours(examples_per_s, 1, 1),
+        "hours_100_seeds_8_gpus": study_hours(examples_per_s, 1, GPUS_IN_A_NODE),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--processes", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--sharing", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--dry-run", action="store_true", help="check on CPU with a tiny model")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -161,8 +208,6 @@ def main() -> None:
         frame = frame.sample(n=(args.steps + WARMUP_STEPS) * BATCH, random_state=0)
         tokenizer = load_tokenizer(str(model_dir))
         train = tokenize_cached(frame, tokenizer, 128, Path(tmp) / "cache", config.task.text)
-        data_dir = Path(tmp) / "train"
-        train.save_to_disk(str(data_dir))
         device = "cpu (dry run)" if args.dry_run else torch.cuda.get_device_name(0)
         spec_peak = next((v for k, v in SPEC_BF16_FLOPS.items() if k in device), None)
         dtype = torch.float32 if args.dry_run else torch.bfloat16
@@ -183,17 +228,20 @@ def main() -> None:
                 "fraction_of_spec_peak": measured["flops_per_s"] / spec_peak if spec_peak else None,
             }
             results[label] = {**measured, **mfu, **projection(measured["examples_per_s"])}
-        one = results["eager"]["examples_per_s"]
-        for processes in args.processes:
-            outputs = seeds_at_once(processes, model_dir, data_dir, args.steps, args.dry_run)
-            # every seed's measured steps over the whole span: any stagger counts against it
-            span = max(o["ended"] for o in outputs) - min(o["started"] for o in outputs)
-            total = processes * args.steps * BATCH / span
-            results[f"{processes}_seeds_at_once"] = {
-                "examples_per_s_total": total,
-                "gain_vs_one": total / one,
-                "hours_100_seeds": projection(total)["hours_100_seeds"],
-                "hours_100_seeds_8_gpus": projection(total)["hours_100_seeds_8_gpus"],
+        recipe = sharing_recipe(model_dir, Path(tmp), args.dry_run)
+        seedvar("prepare", *recipe, "--output", str(Path(tmp) / "prepared"))
+        sharing = {
+            k: seeds_sharing_one_gpu(k, recipe, Path(tmp), args.dry_run) for k in args.sharing
+        }
+        one = sharing[min(sharing)]["examples_per_s_total"]
+        for k, measured in sharing.items():
+            results[f"{k}_seeds_at_once"] = {
+                **measured,
+                "gain_vs_one": measured["examples_per_s_total"] / one,
+                "hours_100_seeds": study_hours(measured["examples_per_s_total"], k, 1),
+                "hours_100_seeds_8_gpus": study_hours(
+                    measured["examples_per_s_total"], k, GPUS_IN_A_NODE
+                ),
             }
     print(json.dumps(results, indent=2))
     if not args.dry_run:

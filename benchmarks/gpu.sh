@@ -7,4 +7,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-python benchmarks/gpu.py --steps "${STEPS:-200}" --processes 2 4
+python benchmarks/gpu.py --steps "${STEPS:-200}" --sharing 1 2 4 8

@@ -72,15 +72,43 @@ def fit(
     return trainer
 
 
-@pytest.mark.parametrize(("precision", "fused"), [("32-true", True), ("bf16-mixed", False)])
-def test_each_precision_trains_with_gradient_clipping(examples, precision: str, fused: bool):
-    """bf16-mixed is the paper profile's GPU precision: Lightning refuses gradient clipping
-    with a fused optimizer under mixed precision, so only full precision gets fused AdamW."""
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_each_precision_trains_with_gradient_clipping_and_fused_adamw(examples, precision: str):
+    """bf16-mixed is the paper profile's GPU precision: its fused AdamW step comes after
+    seedvar's own clipping (Lightning's refuses a fused optimizer under mixed precision)."""
     data, pad_id = examples
-    module = NLIClassifier(load_model(TINY_RANDOM, 0, LABELS), 1e-3, 0.0, 0.0, total_steps=2)
+    module = ClipRecorder(load_model(TINY_RANDOM, 0, LABELS), 1e-3, 0.0, 0.0, total_steps=2)
+    module.after_clipping = []
     trainer = fit(module, data, pad_id, steps=2, callbacks=[], precision=precision)
     assert trainer.global_step == 2
-    assert trainer.optimizers[0].defaults["fused"] is fused
+    assert trainer.optimizers[0].defaults["fused"] is True
+    assert len(module.after_clipping) == 2 and max(module.after_clipping) <= 1.0 + 1e-4
+
+
+def test_clipping_scales_a_large_gradient_to_the_clip_norm():
+    module = NLIClassifier(load_model(TINY_RANDOM, 0, LABELS), 1e-3, 0.0, 0.0, total_steps=1)
+    for parameter in module.model.parameters():
+        parameter.grad = torch.full_like(parameter, 3.0)
+    before = total_norm(module)
+    module.configure_gradient_clipping(None, gradient_clip_val=0.5)  # type: ignore[arg-type]
+    assert before > 100 and total_norm(module) == pytest.approx(0.5, rel=1e-3)
+    module.configure_gradient_clipping(None, gradient_clip_val=None)  # type: ignore[arg-type]
+    assert total_norm(module) == pytest.approx(0.5, rel=1e-3)  # no clip value: untouched
+
+
+def total_norm(module: NLIClassifier) -> float:
+    grads = [p.grad for p in module.model.parameters() if p.grad is not None]
+    return float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
+
+
+class ClipRecorder(NLIClassifier):
+    """NLIClassifier that records the gradients' total norm right after it clips them."""
+
+    after_clipping: list[float]
+
+    def configure_gradient_clipping(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().configure_gradient_clipping(*args, **kwargs)
+        self.after_clipping.append(total_norm(self))
 
 
 def test_dropout_is_on_while_training_a_model_handed_over_in_eval_mode(examples):

@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep a seed already finished with this recipe; retrain one of another recipe",
     )
+    finished.add_argument(
+        "--together",
+        action="store_true",
+        help="--reuse, and an unfinished seed trains with every other unfinished seed of the "
+        "study, as many at once as the machine (or ray.address) holds: what `dvc repro` runs",
+    )
     train.add_argument(
         "--prepared", type=Path, help="read the sets from this `seedvar prepare` folder"
     )
@@ -143,7 +149,14 @@ def _train(args: argparse.Namespace) -> int:
     preflight(config, data=args.prepared is None)
     from seedvar.study.seed import IfFinished, run_seed
 
-    if_finished: IfFinished = "replace" if args.force else "reuse" if args.reuse else "refuse"
+    if args.together:
+        from seedvar.scale.together import study_to_train_together
+
+        study = study_to_train_together(config, _echo)
+        if study is not None:
+            return _launch_study(study, args.prepared, force=True)
+    reuse = args.reuse or args.together
+    if_finished: IfFinished = "replace" if args.force else "reuse" if reuse else "refuse"
     result = run_seed(config, if_finished, prepared=args.prepared)
     print(
         f"seed {config.train.seed} finished in {result.wall_seconds:.0f} s: "
@@ -223,19 +236,27 @@ def _echo(line: str) -> None:
 def _launch(args: argparse.Namespace) -> int:
     config = _config(args)
     preflight(config, data=args.prepared is None)
+    return _launch_study(config, args.prepared, args.force, args.report)
+
+
+def _launch_study(
+    config: Config, prepared: Path | None, force: bool, report_file: Path | None = None
+) -> int:
+    """Launch the study's unfinished seeds and print what the launch did (and write it to
+    `report_file`); 0 if every seed finished."""
     from seedvar.scale.launch import launch
 
     try:
-        report = launch(config, prepared=args.prepared, force=args.force, echo=_echo)
+        report = launch(config, prepared=prepared, force=force, echo=_echo)
     except KeyboardInterrupt:
         print(
-            "seedvar launch: interrupted; run the same command again: finished seeds are kept, "
+            "seedvar: interrupted; run the same command again: finished seeds are kept, "
             "the others resume",
             file=sys.stderr,
         )
         return 130
-    if args.report:
-        args.report.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
+    if report_file:
+        report_file.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
     done = len(report.finished) + len(report.already)
     summary = f"{done} of {len(config.seeds)} seeds finished in {config.output_dir}"
     if report.seconds:

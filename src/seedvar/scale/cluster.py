@@ -82,6 +82,15 @@ class SeedResources:
         return f"{self.cpus:g} CPU and {self.gpus:g} GPU per seed"
 
 
+def this_machine() -> ClusterInfo:
+    """This machine as a local Ray would see it (the CPUs this process may use, its GPUs),
+    without starting Ray."""
+    import torch
+
+    cpus = float(len(os.sched_getaffinity(0)))
+    return ClusterInfo(None, [{"CPU": cpus, "GPU": float(torch.cuda.device_count())}], None)
+
+
 def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
     """Resources per seed from the `ray` section; ConfigError if they do not suit the training
     settings, RayUnavailableError if no node of the cluster can run one seed."""
@@ -126,11 +135,17 @@ def ray_session(settings: RayConfig) -> Iterator[ClusterInfo]:
     ray = import_ray()
     started_here = not ray.is_initialized()
     if started_here:
+        local = settings.address is None and "RAY_ADDRESS" not in os.environ
+        # Ray runs its workers at nice 15; the seeds are this Ray's main job, and at nice 15
+        # they yield to any other work on the machine (measured: a task's imports took 264 s
+        # instead of 30 s beside another job on 2 cores)
+        niceness = {"_system_config": {"worker_niceness": 0}} if local else {}
         try:
             context = ray.init(
                 address=settings.address,
                 log_to_driver=False,  # the tasks' training output stays in Ray's logs
                 logging_level=logging.WARNING,
+                **niceness,
             )
         except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
             raise RayUnavailableError(

@@ -31,6 +31,7 @@ from seedvar.scale.protocol import Beat, Cause, SeedTask, Status, TaskKey, TaskR
 from seedvar.scale.task import run_seed_task
 
 BEATS_PER_STALL = 5  # an attempt beats this many times within ray.stall_seconds
+PROGRESS_SECONDS = 15.0  # and at least this often, so that a status line's steps are recent
 
 
 class Board:
@@ -77,7 +78,9 @@ class Scheduler:
 
     def submit(self, task: SeedTask) -> None:
         """Run `task` (its key must not be running already)."""
-        beat_seconds = max(0.5, self.settings.stall_seconds / BEATS_PER_STALL)
+        beat_seconds = max(
+            0.5, min(PROGRESS_SECONDS, self.settings.stall_seconds / BEATS_PER_STALL)
+        )
         task = replace(task, threads=self.resources.threads, beat_seconds=beat_seconds)
         self.running[task.key] = Submission(task, self._remote(task))
 

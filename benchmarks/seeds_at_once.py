@@ -1,0 +1,227 @@
+"""The main job, `dvc repro`, training seeds at once against one after another, and what that
+projects for the paper's study.
+
+1. The same 4 seeds of the `cpu` profile (reduced data), each way through `dvc repro` in a
+   fresh clone of this repository (its committed code and pipeline):
+   - at once: the default, as many seeds as the machine holds (here 2, 1 CPU and 1 torch
+     thread each, on a local Ray started by the first seed stage);
+   - one after another, `ray.cpus_per_seed=2`: one seed holds the machine, 2 torch threads
+     (the strongest way to train seeds one at a time here);
+   - one after another with 1 torch thread (OMP_NUM_THREADS=1, once): the same arithmetic as a
+     seed at once, so its predictions must be identical, example by example (a float sum
+     depends on the thread count, so 2 threads may differ in the last bits).
+   The two timed ways alternate for `--rounds` rounds (at once, one after another, ...), each
+   reports its median; the time is the seed stages' (from the first seed stage's start to
+   the aggregate stage's), and the whole `dvc repro` beside it.
+2. The projected wall time of the paper's 100 seeds on N GPUs: ceil(100 / (N k)) waves of one
+   seed time each, with k seeds sharing a GPU, plus the launch's fixed cost. The seed time comes
+   from benchmarks/gpu.sh's results (benchmarks/results/gpu.json) when they exist, else from
+   `--seed-hours`.
+
+Usage:  python benchmarks/seeds_at_once.py [--rounds 2]
+        python benchmarks/seeds_at_once.py --project-only   # the projection again (new gpu.json)
+Writes: benchmarks/results/seeds-at-once.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from seedvar.training.device import cpu_description
+
+REPO = Path(__file__).resolve().parents[1]
+REDUCED = {
+    "max_train_examples": 640,  # 20 steps at batch 32
+    "max_val_examples": 200,
+    "max_eval_examples": 500,  # per evaluation set (HANS stays balanced)
+}
+PAPER_SEEDS = 100
+GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64, 100)
+AT_ONCE, ALONE, ALONE_ONE_THREAD = "at once", "one after another", "one after another, 1 thread"
+
+
+def clone(work: Path, name: str, seeds: int, cpus_per_seed: int) -> Path:
+    """A fresh clone of this repository, its study reduced, with `cpus_per_seed`."""
+    project = work / name.replace(" ", "-").replace(",", "")
+    subprocess.run(["git", "clone", "-q", str(REPO), str(project)], check=True)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params.update(profile="cpu", seeds=list(range(seeds)))
+    params["data"].update(REDUCED)
+    params["ray"]["cpus_per_seed"] = cpus_per_seed
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return project
+
+
+def repro(project: Path, threads: int | None = None) -> dict[str, object]:
+    """`dvc repro` in `project` (prepared first, not timed): the seed stages' seconds and the
+    whole command's."""
+    env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    subprocess.run(
+        ["dvc", "repro", "prepare"], cwd=project, env=env, check=True, capture_output=True
+    )
+    started = time.perf_counter()
+    stage_starts: dict[str, float] = {}
+    process = subprocess.Popen(
+        ["dvc", "repro"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    for line in process.stdout or []:
+        lines.append(line)
+        if line.startswith("Running stage"):
+            stage_starts[line.split("'")[1]] = time.perf_counter()
+    if process.wait() != 0:
+        raise SystemExit(f"dvc repro failed in {project}:\n{''.join(lines[-40:])}")
+    seeds = stage_starts["aggregate"] - stage_starts["seed@0"]
+    return {"seed_stages_s": seeds, "repro_s": time.perf_counter() - started}
+
+
+def same_predictions(a: Path, b: Path, seeds: int) -> bool:
+    """Whether every seed predicted the same on every set, example by example."""
+    for seed in range(seeds):
+        folder = a / "runs" / f"seed-{seed}" / "predictions"
+        for path in sorted(folder.iterdir()):
+            theirs = b / "runs" / f"seed-{seed}" / "predictions" / path.name
+            if not pd.read_parquet(path).equals(pd.read_parquet(theirs)):
+                return False
+    return True
+
+
+def measure(seeds: int, rounds: int) -> dict[str, object]:
+    """The two timed ways, alternating, then one after another at 1 thread once."""
+    timings: dict[str, list[dict[str, object]]] = {AT_ONCE: [], ALONE: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for round_ in range(rounds):
+            for way, cpus in ((AT_ONCE, 1), (ALONE, 2)):
+                project = clone(work, f"{way} {round_}", seeds, cpus)
+                timings[way].append(repro(project))
+                print(way, timings[way][-1], flush=True)
+                if round_ < rounds - 1:
+                    shutil.rmtree(project)
+        one_thread = clone(work, ALONE_ONE_THREAD, seeds, 2)
+        single = repro(one_thread, threads=1)
+        last = rounds - 1
+        at_once, alone = work / f"at-once-{last}", work / f"one-after-another-{last}"
+        identical = {
+            "at once vs one after another, 1 thread": same_predictions(at_once, one_thread, seeds),
+            "at once vs one after another, 2 threads": same_predictions(at_once, alone, seeds),
+        }
+    median = {
+        way: statistics.median(float(run["seed_stages_s"]) for run in runs)
+        for way, runs in timings.items()
+    }
+    return {
+        "runs": {**timings, ALONE_ONE_THREAD: [single]},
+        "median_seed_stages_s": median,
+        "speedup": median[ALONE] / median[AT_ONCE],
+        "speedup_vs_one_thread": float(single["seed_stages_s"]) / median[AT_ONCE],
+        "identical_predictions": identical,
+    }
+
+
+def launch_overhead(results: dict) -> float:
+    """Seconds the at-once seed stages took beyond their seeds' share of the machine: the
+    seed stages at once less one thread's seed stages spread over 2 slots (Ray's start, the
+    workers' start and imports, the later stages' reuse of their seeds)."""
+    at_once = results["median_seed_stages_s"][AT_ONCE]
+    single = results["runs"][ALONE_ONE_THREAD][0]["seed_stages_s"]
+    return max(0.0, at_once - single / 2)
+
+
+def projection(
+    seed_hours: float, gains: dict[int, float], source: str, overhead_s: float
+) -> dict[str, object]:
+    """Wall time of the paper's 100 seeds on N GPUs with k seeds per GPU: ceil(100 / (N k))
+    waves, each as long as k seeds trained at once on one GPU (k seed times / the gain), plus
+    the launch's fixed cost."""
+    table = []
+    for k, gain in sorted(gains.items()):
+        wave_hours = seed_hours * k / gain
+        for gpus in GPU_COUNTS:
+            waves = math.ceil(PAPER_SEEDS / (gpus * k))
+            hours = waves * wave_hours + overhead_s / 3600
+            table.append({"gpus": gpus, "seeds_per_gpu": k, "waves": waves, "hours": hours})
+    return {
+        "seed_hours": seed_hours,
+        "seed_hours_source": source,
+        "gains": gains,
+        "launch_overhead_s": overhead_s,
+        "table": table,
+    }
+
+
+def project(results: dict, seed_hours: float | None) -> dict[str, object]:
+    """The projection from gpu.json's measured seed time (and gains from several seeds per
+    GPU) when there is one, else from `seed_hours` (default: an assumed half hour)."""
+    gpu = REPO / "benchmarks" / "results" / "gpu.json"
+    overhead = launch_overhead(results)
+    if seed_hours is None and gpu.is_file():
+        measured = json.loads(gpu.read_text())
+        gains = {1: 1.0}
+        for key, value in measured.items():
+            if key.endswith("_seeds_at_once"):
+                gains[int(key.split("_")[0])] = value["gain_vs_one"]
+        hours = measured["eager"]["hours_per_seed"]
+        return projection(hours, gains, f"measured: {gpu.name}", overhead)
+    source = "--seed-hours" if seed_hours else "assumed 0.5 h (not measured: no GPU here)"
+    return projection(seed_hours or 0.5, {1: 1.0}, source, overhead)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--project-only", action="store_true", help="only the projection, from the last results"
+    )
+    parser.add_argument(
+        "--seed-hours",
+        type=float,
+        default=None,
+        help="one paper seed on one GPU, hours (default: benchmarks/results/gpu.json)",
+    )
+    args = parser.parse_args()
+    out = REPO / "benchmarks" / "results" / "seeds-at-once.json"
+    if args.project_only:
+        results = json.loads(out.read_text())
+        results["projection"] = project(results, args.seed_hours)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+        print(json.dumps(results["projection"], indent=2))
+        return
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    results: dict[str, object] = {
+        "machine": f"{len(os.sched_getaffinity(0))} CPUs",
+        "cpu": cpu_description(),
+        "commit": commit.stdout.strip(),
+        "load_average_before": os.getloadavg(),
+        "seeds": args.seeds,
+        "recipe": {"profile": "cpu", **REDUCED},
+    }
+    results.update(measure(args.seeds, args.rounds))
+    results["load_average_after"] = os.getloadavg()
+    results["projection"] = project(results, args.seed_hours)
+    print(json.dumps(results, indent=2))
+    out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""The main job's seeds at once: `seedvar train --seed N --together`, what DVC's seed stages
+run. DVC runs stages one after another, so the first seed stage that finds its seed unfinished
+trains every unfinished seed of the study at once, as many as the machine holds (a `launch` on
+a local Ray, or on the cluster at `ray.address`), and the stages after it find their seeds
+finished and keep them. A seed trains alone, as `seedvar train` trains it, when it is the only
+one left, when the machine holds one seed at a time, or when Ray is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+
+from seedvar.config import Config
+from seedvar.scale.cluster import INSTALL, seed_resources, this_machine
+from seedvar.study.job import SeedJob
+
+
+def unfinished(config: Config) -> list[int]:
+    """The seeds of the study, and the config's own seed, not finished with this recipe."""
+    seeds = dict.fromkeys([*config.seeds, config.train.seed])
+    return [
+        seed
+        for seed in seeds
+        if not SeedJob(Path(config.output_dir), seed).finished_with(config.with_seed(seed))
+    ]
+
+
+def study_to_train_together(config: Config, echo: Callable[[str], None]) -> Config | None:
+    """The study (with this seed among its seeds) to train at once, or None when this seed
+    trains alone."""
+    todo = unfinished(config)
+    if config.train.seed not in todo or len(todo) == 1:
+        return None
+    if importlib.util.find_spec("ray") is None:
+        echo(f"Ray is not installed: seeds train one at a time ({INSTALL} trains them at once)")
+        return None
+    if config.ray.address is None:
+        machine = this_machine()
+        if machine.slots(seed_resources(config, machine)) < 2:
+            return None
+    seeds = list(dict.fromkeys([*config.seeds, config.train.seed]))
+    return config.model_copy(update={"seeds": seeds})
