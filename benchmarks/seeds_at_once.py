@@ -209,6 +209,8 @@ def main() -> None:
     args = parser.parse_args()
     out = REPO / "benchmarks" / "results" / "seeds-at-once.json"
     if args.project_only:
+        if not out.is_file():
+            raise SystemExit(f"no {out.name} yet: run python benchmarks/seeds_at_once.py first")
         results = json.loads(out.read_text())
         results["projection"] = project(results, args.seed_hours)
         out.write_text(json.dumps(results, indent=2) + "\n")

@@ -100,7 +100,14 @@ def clone(study: Path) -> Path:
 
 
 def test_a_pulled_clone_is_up_to_date_with_the_verdict_and_its_plots(study: Path, clone: Path):
-    assert (study / "runs" / "seed-0.lock").exists()  # lock files: not part of the study
+    leftovers = [study / "runs" / "seed-0.lock", study / "runs" / "seed-1.partial.0123abcd"]
+    leftovers[0].touch()  # what a seed trained alone, or an attempt that died, leaves behind
+    leftovers[1].mkdir()
+    try:
+        assert changed_stages(study) == set()  # not part of the study
+    finally:
+        leftovers[0].unlink()
+        leftovers[1].rmdir()
     assert changed_stages(clone) == set()
     verdict = json.loads((clone / "results" / "verdict.json").read_text())
     assert verdict == json.loads((study / "results" / "verdict.json").read_text())
