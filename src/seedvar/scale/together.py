@@ -17,20 +17,17 @@ from seedvar.scale.cluster import INSTALL, seed_resources, this_machine
 from seedvar.study.job import SeedJob
 
 
-def unfinished(config: Config) -> list[int]:
-    """The seeds of the study, and the config's own seed, not finished with this recipe."""
-    seeds = dict.fromkeys([*config.seeds, config.train.seed])
-    return [
-        seed
-        for seed in seeds
-        if not SeedJob(Path(config.output_dir), seed).finished_with(config.with_seed(seed))
-    ]
-
-
 def study_to_train_together(config: Config, echo: Callable[[str], None]) -> Config | None:
     """The study (with this seed among its seeds) to train at once, or None when this seed
     trains alone."""
-    todo = unfinished(config)
+    study = config.model_copy(
+        update={"seeds": list(dict.fromkeys([*config.seeds, config.train.seed]))}
+    )
+    todo = [
+        seed
+        for seed in study.seeds
+        if not SeedJob(Path(config.output_dir), seed).finished_with(config.with_seed(seed))
+    ]
     if config.train.seed not in todo or len(todo) == 1:
         return None
     if importlib.util.find_spec("ray") is None:
@@ -40,5 +37,4 @@ def study_to_train_together(config: Config, echo: Callable[[str], None]) -> Conf
         machine = this_machine()
         if machine.slots(seed_resources(config, machine)) < 2:
             return None
-    seeds = list(dict.fromkeys([*config.seeds, config.train.seed]))
-    return config.model_copy(update={"seeds": seeds})
+    return study
