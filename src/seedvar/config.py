@@ -73,6 +73,11 @@ class TrainConfig(Section):
     compile: StrictBool
     log_every_n_steps: StrictInt = Field(gt=0, json_schema_extra=OUTSIDE_RECIPE)
     checkpoint_every_n_steps: StrictInt = Field(gt=0, json_schema_extra=OUTSIDE_RECIPE)
+    # diagnostic examples per set evaluated during training (study/trajectory.py); 0: none
+    # (the default of configs saved before trajectories). Outside the recipe: evaluating on
+    # the way changes no weight (tested)
+    trajectory_examples: StrictInt = Field(0, ge=0, json_schema_extra=OUTSIDE_RECIPE)
+    trajectory_every_n_steps: StrictInt | None = Field(None, gt=0, json_schema_extra=OUTSIDE_RECIPE)
 
     @field_validator("eval_precision", mode="before")
     @classmethod
@@ -177,6 +182,39 @@ class RayConfig(Section):
         return float(value)
 
 
+class FactorialConfig(Section):
+    """A factorial seed design: every pair of an init seed and a data-order seed, one seed job
+    each (job k: init_seeds[k // len(data_seeds)], data_seeds[k % len(data_seeds)]). Both null:
+    joint seeds, each setting init and data order (the paper's design)."""
+
+    init_seeds: list[StrictInt] | None = None
+    data_seeds: list[StrictInt] | None = None
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> FactorialConfig:
+        given = (self.init_seeds is not None) + (self.data_seeds is not None)
+        if given == 1:
+            raise ValueError("give both init_seeds and data_seeds (a factorial design), or neither")
+        for seeds in (self.init_seeds, self.data_seeds):
+            if seeds is not None and (len(seeds) < 2 or len(set(seeds)) < len(seeds)):
+                raise ValueError(
+                    "list at least 2 distinct init seeds and 2 distinct data-order seeds"
+                )
+        return self
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(init seeds, data-order seeds); (0, 0) when joint."""
+        return len(self.init_seeds or []), len(self.data_seeds or [])
+
+    @property
+    def cells(self) -> list[tuple[int, int]]:
+        """(init seed, data-order seed) of each seed job, in job order; empty when joint."""
+        if self.init_seeds is None or self.data_seeds is None:
+            return []
+        return [(i, d) for i in self.init_seeds for d in self.data_seeds]
+
+
 SWEPT_SECTIONS: dict[str, type[Section]] = {
     "model": ModelConfig,
     "data": DataConfig,
@@ -198,6 +236,8 @@ def setting_path(key: str) -> str:
 class Config(Section):
     profile: str
     seeds: list[StrictInt] = Field(json_schema_extra=OUTSIDE_RECIPE)
+    # default: joint (a seed's own config, and those saved before factorial designs)
+    factorial: FactorialConfig = Field(FactorialConfig(), json_schema_extra=OUTSIDE_RECIPE)
     model: ModelConfig
     task: Task
     diagnostics: dict[str, Diagnostic] = Field(min_length=1)
@@ -226,6 +266,24 @@ class Config(Section):
         found = declaration_problems(self.task, self.diagnostics, self.data.augment_examples)
         if found:
             raise ValueError("; ".join(found))
+        return self
+
+    @model_validator(mode="after")
+    def _seeds_are_the_cells(self) -> Config:
+        cells = self.factorial.cells
+        if not cells:
+            return self
+        if self.seeds != list(range(len(cells))):
+            n_init, n_data = self.factorial.shape
+            raise ValueError(
+                f"a {n_init} x {n_data} factorial design has {len(cells)} seed jobs: set seeds to "
+                f"[0, 1, ..., {len(cells) - 1}] (job k trains the k-th pair)"
+            )
+        if self.train.init_seed is not None or self.train.data_seed is not None:
+            raise ValueError(
+                "train.init_seed or train.data_seed is set beside a factorial design; "
+                "the design sets both per job: remove them"
+            )
         return self
 
     def sources(self) -> dict[str, str]:
@@ -262,8 +320,14 @@ class Config(Section):
         return self.model_copy(update={"train": self.train.model_copy(update=chosen)})
 
     def with_seed(self, seed: int, output_dir: str | None = None) -> Config:
-        """This recipe for seed `seed` (optionally writing to another output_dir)."""
-        update: dict[str, Any] = {"train": self.train.model_copy(update={"seed": seed})}
+        """This recipe for seed `seed` (optionally writing to another output_dir); in a
+        factorial design, seed job `seed`'s pair of init and data-order seeds."""
+        seeds: dict[str, int] = {"seed": seed}
+        update: dict[str, Any] = {}
+        if self.factorial.cells:  # the job's pair, set on the seed; the seed's own config
+            seeds["init_seed"], seeds["data_seed"] = self.factorial.cells[seed]  # is joint
+            update["factorial"] = FactorialConfig()
+        update["train"] = self.train.model_copy(update=seeds)
         if output_dir is not None:
             update["output_dir"] = output_dir
         return self.model_copy(update=update)
@@ -295,7 +359,15 @@ def _recipe_of(section: BaseModel, per_seed: bool, prefix: str = "") -> dict[str
 
 
 def _plain(value: Any) -> Any:
-    return value.model_dump() if isinstance(value, BaseModel) else value
+    """A declaration as a mapping, without its fields outside the recipe."""
+    if not isinstance(value, BaseModel):
+        return value
+    outside = {
+        name
+        for name, field in type(value).model_fields.items()
+        if (field.json_schema_extra or {}).get("recipe") == "no"  # type: ignore[union-attr]
+    }
+    return value.model_dump(exclude=outside)
 
 
 def short_hash(tree: dict[str, Any]) -> str:

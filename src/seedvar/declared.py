@@ -84,6 +84,9 @@ class Diagnostic(Section):
     headline: list[str] = Field(min_length=1)  # the columns the verdict tests
     highlight: list[str] = []  # columns shown beside the headline, not tested
     stratify: str | None = None  # the group to subsample evenly over (data.max_eval_examples)
+    # groups its examples were generated in, finest first: the evaluation noise resamples the
+    # first one the set has values of (HANS: templates, else subcases)
+    clusters: list[str] = Field(default=[], json_schema_extra={"recipe": "no"})  # analysis only
 
 
 class Reference(Section):
@@ -201,6 +204,9 @@ def _group_problems(name: str, diagnostic: Diagnostic) -> list[str]:
             found.append(f"{where}.by_label: {', '.join(sorted(unknown))} not a label of {name}")
     if diagnostic.stratify is not None and diagnostic.stratify not in diagnostic.groups:
         found.append(f"diagnostics.{name}.stratify: {diagnostic.stratify!r} is not a group")
+    for cluster in diagnostic.clusters:
+        if cluster not in diagnostic.groups:
+            found.append(f"diagnostics.{name}.clusters: {cluster!r} is not a group of {name}")
     return found
 
 

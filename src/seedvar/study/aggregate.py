@@ -18,7 +18,9 @@ from seedvar.declared import in_distribution_name, primary_column, primary_set, 
 from seedvar.errors import SeedvarError
 from seedvar.metrics import MAJORITY_SHARE, Column, diagnostic_columns, majority_share_column
 from seedvar.study.analysis import agreement, compare_spread, describe, multibootstrap
+from seedvar.study.further import Noise, write_further
 from seedvar.study.job import SeedJob
+from seedvar.study.noise import cluster_noise_var, cluster_of
 from seedvar.study.verdict import Correlation, Design, Prediction, correlate, predicts, verdict
 
 SCATTER_X, SCATTER_Y = "in-distribution accuracy", "diagnostic accuracy"  # results/scatter.csv
@@ -128,7 +130,7 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
     correlation_table(correlate(table, base, diagnostic)).to_csv(
         results_dir / "correlations.csv", index=False
     )
-    _write_agreement(config, runs_dir, results_dir, accuracies)
+    clustered = _write_agreement(config, runs_dir, results_dir, accuracies)
 
     compared = [c for c in table.columns if c in numeric and not c.startswith(MAJORITY_SHARE)]
     comparison = compare_spread(table, paper, compared, base)
@@ -141,7 +143,8 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
         for name in task.evaluation
         if majority_share_column(name) in table
     }
-    decision = verdict(table, sizes, design, shares)
+    decision = verdict(table, sizes, design, shares, clustered=clustered)
+    write_further(config, table, runs_dir, results_dir, Noise(sizes, clustered), design.tested)
     overall = [
         c.name for c in accuracies if c.set in config.diagnostics and c.key.endswith("/overall")
     ]
@@ -193,13 +196,15 @@ def study_design(config: Config) -> Design:
 
 def _write_agreement(
     config: Config, runs_dir: Path, results_dir: Path, columns: list[Column]
-) -> None:
+) -> dict[str, float]:
     """How many seeds got each example right (results/agreement/<set>.csv), for the primary
     in-distribution set and every diagnostic set; Multi-Bootstrap accuracy and interval of
-    every diagnostic column (results/multibootstrap.csv)."""
+    every diagnostic column (results/multibootstrap.csv). Returns the cluster bootstrap's
+    noise variance of each diagnostic column whose set declares clusters."""
     folder = results_dir / "agreement"
     folder.mkdir(exist_ok=True)
     rows = []
+    clustered: dict[str, float] = {}
     for set_name in (primary_set(config.task), *config.diagnostics):
         examples, correct = correct_matrix(runs_dir, config.seeds, set_name)
         examples["n_correct"] = agreement(correct)
@@ -208,8 +213,17 @@ def _write_agreement(
         if set_name not in config.diagnostics:
             continue
         masks = dict(diagnostic_masks(config, set_name, examples))
+        cluster = cluster_of(examples, config.diagnostics[set_name].clusters)
         for column in [c for c in columns if c.set == set_name]:
-            mean, low, high = multibootstrap(correct[:, masks[column.name]])
+            mask = masks[column.name]
+            mean, low, high = multibootstrap(correct[:, mask])
+            noise = (
+                cluster_noise_var(correct[:, mask], examples[cluster].to_numpy()[mask])
+                if cluster
+                else None
+            )
+            if noise is not None:
+                clustered[column.name] = noise
             rows.append(
                 {
                     "set": set_name,
@@ -220,6 +234,7 @@ def _write_agreement(
                 }
             )
     pd.DataFrame(rows).to_csv(results_dir / "multibootstrap.csv", index=False)
+    return clustered
 
 
 def diagnostic_masks(

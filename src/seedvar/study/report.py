@@ -22,6 +22,8 @@ from seedvar.config import Config  # noqa: E402
 from seedvar.data.io import read_table  # noqa: E402
 from seedvar.declared import primary_column, primary_set  # noqa: E402
 from seedvar.study.aggregate import as_trained, flat_headline, study_design  # noqa: E402
+from seedvar.study.further_report import CAPTIONS as FURTHER  # noqa: E402
+from seedvar.study.further_report import further_figures, further_text  # noqa: E402
 from seedvar.tracking import provenance  # noqa: E402
 
 OURS, PAPER = "tab:blue", "tab:gray"
@@ -197,13 +199,13 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
         s: [c for c in multibootstrap_columns(results_dir, s) if not c.endswith("overall")]
         for s in config.diagnostics
     }
+    base, headline = primary_column(config.task), list(study_design(config).tested)
     figures = {
         "groups": plot_groups(ours, paper, by_set, name),
-        "scatter": plot_scatter(
-            ours, paper, primary_column(config.task), list(study_design(config).tested), name
-        ),
+        "scatter": plot_scatter(ours, paper, base, headline, name),
         "agreement": plot_agreement(agreement),
         "std": plot_std(comparison, decision),
+        **further_figures(results_dir, headline),
     }
     written = []
     for figure_name, figure in figures.items():
@@ -215,6 +217,7 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
     sizes = {s: len(table) for s, table in agreement.items()}
     paragraph = made_from(config, len(ours), sizes) + "\n\n"
     paragraph += findings(config, comparison, decision, len(ours))
+    paragraph += "\n\n" + further_text(results_dir, base, headline)
     table = _comparison_table(comparison, primary_column(config.task))
     (report_dir / "report.md").write_text(_markdown(paragraph, table, figures, name))
     (report_dir / "report.html").write_text(_html(paragraph, table, figures, report_dir, name))
@@ -260,6 +263,7 @@ CAPTIONS = {
         "(d) Spread across seeds per column: the reference's std; our seed std with evaluation "
         "noise removed, its 95 % interval, and our evaluation-noise std."
     ),
+    **FURTHER,
 }
 
 

@@ -21,6 +21,7 @@ from seedvar.metrics import EVALUATE_SECONDS, TRAIN_SECONDS
 from seedvar.pretrained import load_tokenizer
 from seedvar.study.evaluate import evaluate_sets
 from seedvar.study.job import COLUMNS, CONFIG, METRICS, AlreadyPublished, Resumable, SeedJob
+from seedvar.study.trajectory import TRAJECTORY, Trajectory, probes
 from seedvar.training.device import (
     autocast_dtype,
     device_name,
@@ -186,11 +187,14 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
     if not job.trained():
         started = time.perf_counter()
         resume = ResumeCheckpoint(job.checkpoints, config.train.checkpoint_every_n_steps)
+        found = probes(config, inputs)
+        pad = work.tokenizer.pad_token_id
+        trajectory = [Trajectory(config, found, pad, job.work_dir / TRAJECTORY)] if found else []
         model = fine_tune(
             config,
             inputs.tokenized,
-            work.tokenizer.pad_token_id,
-            [Fence(job), resume, *work.callbacks],
+            pad,
+            [Fence(job), resume, *trajectory, *work.callbacks],
             logger=run.lightning_logger(
                 guard=job.check_held,
                 after_step=run.last_step() if resumable.checkpoint else None,
@@ -218,6 +222,8 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
     run.log_file(job.work_dir / METRICS)
     run.log_file(job.work_dir / COLUMNS)
     run.log_file(job.work_dir / CONFIG)
+    if (job.work_dir / TRAJECTORY).is_file():
+        run.log_file(job.work_dir / TRAJECTORY)
     job.check_held()
     return metrics
 
@@ -239,6 +245,8 @@ def _seed_tags(config: Config) -> dict[str, str]:
     return {
         tracking.ROLE_TAG: "seed",
         "seedvar.config_hash": config.hash(),
+        "seedvar.init_seed": str(config.train.effective_init_seed),  # to group runs by
+        "seedvar.data_seed": str(config.train.effective_data_seed),  # either seed in the UI
         tracking.DESCRIPTION_TAG: description,
     }
 

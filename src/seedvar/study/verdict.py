@@ -54,7 +54,9 @@ class ColumnVariance:
     n_examples: int
     n_seeds: int
     mean: float
-    noise_std: float  # binomial evaluation noise of one seed: sqrt(mean of p(1-p)/n)
+    noise_std: float  # the larger of the two below: the noise the seed std is net of
+    binomial_noise_std: float  # evaluation noise of one seed if examples were independent
+    cluster_noise_std: float | None  # its bootstrap over templates or subcases; None: none
     observed_std: float | None  # across seeds, ddof 1
     seed_std: float | None  # sqrt(max(observed var - noise var, 0))
     seed_std_low: float | None  # LEVEL chi-square interval of the seed std
@@ -169,6 +171,14 @@ def _noise_var(values: np.ndarray, n_examples: int) -> float:
     return float(np.mean(values * (1 - values) / n_examples))
 
 
+def column_noise_var(
+    values: np.ndarray, n_examples: int, column: str, clustered: Mapping[str, float]
+) -> float:
+    """The evaluation noise a column's seed std is net of: the larger of the binomial and the
+    cluster bootstrap's (`clustered`: per column where the set declares clusters)."""
+    return max(_noise_var(values, n_examples), clustered.get(column, 0.0))
+
+
 def _std_bound(variance: float, dof: int, quantile: float, noise_var: float) -> float:
     """Chi-square confidence bound of the seed std: sqrt(max(var*dof/chi2(q) - noise, 0)).
 
@@ -178,31 +188,39 @@ def _std_bound(variance: float, dof: int, quantile: float, noise_var: float) -> 
 
 
 def seed_variance(
-    table: pd.DataFrame, sizes: Mapping[str, int], columns: Sequence[str] | None = None
+    table: pd.DataFrame,
+    sizes: Mapping[str, int],
+    columns: Sequence[str] | None = None,
+    clustered: Mapping[str, float] | None = None,
 ) -> list[ColumnVariance]:
-    """Per column: binomial noise std, observed std, seed std and its LEVEL interval.
+    """Per column: noise std, observed std, seed std and its LEVEL interval.
 
     `columns` defaults to the columns present in both `table` and `sizes`. The interval is the
     chi-square interval of the observed variance (normal per-seed accuracies) minus the noise
     variance. Chosen over a bootstrap over seeds because it is deterministic and valid from 2
     seeds on, where a percentile bootstrap of a variance undercovers badly (it can never exceed
-    the largest resampled spread); its cost is sensitivity to heavy tails. Seeds evaluated on one
-    shared set disagree on fewer examples than independent samples would, so p(1-p)/n can
-    overstate the noise: the seed std is then biased low (conservative).
+    the largest resampled spread); its cost is sensitivity to heavy tails. The noise is the
+    larger of the binomial p(1-p)/n and, where a set declares clusters (`clustered`: per column,
+    a noise variance), their bootstrap's. Seeds evaluated on one shared set disagree on fewer
+    examples than independent samples would, so either can overstate the noise: the seed std is
+    then biased low (conservative).
     """
+    clustered = clustered or {}
     if columns is None:
         columns = [c for c in sizes if c in table.columns]
     tail = (1 - LEVEL) / 2
     rows = []
     for column in columns:
         values, n_examples = _accuracies(table, column), _size(sizes, column)
-        noise_var, k = _noise_var(values, n_examples), len(values)
+        noise_var, k = column_noise_var(values, n_examples, column, clustered), len(values)
         common: dict[str, Any] = {
             "column": column,
             "n_examples": n_examples,
             "n_seeds": k,
             "mean": float(values.mean()),
             "noise_std": math.sqrt(noise_var),
+            "binomial_noise_std": math.sqrt(_noise_var(values, n_examples)),
+            "cluster_noise_std": (math.sqrt(clustered[column]) if column in clustered else None),
         }
         if k < 2:
             rows.append(
@@ -315,6 +333,7 @@ def verdict(
     design: Design,
     prediction_shares: Mapping[str, Sequence[float]] | None = None,
     alpha: float = ALPHA,
+    clustered: Mapping[str, float] | None = None,
 ) -> Verdict:
     """Decide whether one study (a seeds table, one row per seed) shows the paper's finding.
 
@@ -330,15 +349,21 @@ def verdict(
     The bounds are chi-square bounds at alpha / (tested + references) each (Bonferroni), so
     under the null no tested column's true seed std exceeds max(STD_RATIO x the references',
     STD_FLOOR) the test passes with probability at most alpha. The tested lower bounds subtract
-    the binomial noise; the references' upper bounds do not (they bound the total spread, which
-    holds whatever the noise), so an overstated noise can only make the test more conservative.
+    the evaluation noise (binomial, or the cluster bootstrap's where larger: `clustered`); the
+    references' upper bounds do not (they bound the total spread, which holds whatever the
+    noise), so an overstated noise can only make the test more conservative.
     """
+    clustered = clustered or {}
+
+    def noise(column: str, values: np.ndarray) -> float:
+        return column_noise_var(values, _size(sizes, column), column, clustered)
+
     references = {c: _accuracies(table, c) for c in design.reference}
-    columns = tuple(seed_variance(table, sizes))
+    columns = tuple(seed_variance(table, sizes, clustered=clustered))
     k = len(table)
     tested = {column: _accuracies(table, column) for column in design.tested}
-    reference_noise = max(_noise_var(v, _size(sizes, c)) for c, v in references.items())
-    tested_noise = {c: _noise_var(v, _size(sizes, c)) for c, v in tested.items()}
+    reference_noise = max(noise(c, v) for c, v in references.items())
+    tested_noise = {c: noise(c, v) for c, v in tested.items()}
     min_k = minimum_seeds(
         reference_noise, max(tested_noise.values()), design.comparisons, alpha=alpha
     )
