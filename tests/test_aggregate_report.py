@@ -13,6 +13,7 @@ import pytest
 from seedvar.config import Config, load_config
 from seedvar.errors import SeedvarError
 from seedvar.study.aggregate import aggregate, flat_headline
+from seedvar.study.components import components
 from seedvar.study.evaluate import prediction_frame, prediction_metrics
 from seedvar.study.report import plot_groups, plot_scatter, write_report
 from tests.conftest import OFFLINE
@@ -145,12 +146,21 @@ def test_report_files_and_one_point_per_seed(results):
         assert {f"{plot}.png", f"{plot}.svg"} <= names
         assert (results_dir.parent / "report" / f"{plot}.png").stat().st_size > 10_000
     page = (results_dir.parent / "report" / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 4 and "Across 4 seeds" in page
+    assert page.count("data:image/png;base64,") == 7 and "Across 4 seeds" in page
+    for plot in ("best_of_n", "components", "trajectories"):
+        assert (results_dir.parent / "report" / f"{plot}.png").stat().st_size > 10_000
     markdown = (results_dir.parent / "report" / "report.md").read_text()
     decision = json.loads((results_dir / "verdict.json").read_text())
     assert f"Verdict: {decision['reason']}." in markdown
     assert "Made from the paper study" in markdown and "4 seeds of bert-base-uncased" in markdown
     assert "<th>column</th>" not in page  # no stray header row
+    assert "Which seed matters: not measurable here" in markdown  # joint seeds
+    assert "Trajectories: the seeds were trained without one" in markdown
+    curves = pd.read_csv(results_dir / "best_of_n.csv")
+    swap_best = curves.query("column == 'Lexical (nonent)' and curve == 'best' and n == 4")
+    assert swap_best["mean"].item() == pytest.approx(
+        pd.read_csv(results_dir / "seeds.csv")["Lexical (nonent)"].max()
+    )
 
     seeds, paper = pd.read_csv(results_dir / "seeds.csv"), pd.read_csv(REFERENCE)
     figure = plot_scatter(seeds, paper, "MNLI dev acc.", NONENT, "paper")
@@ -185,3 +195,54 @@ def test_aggregate_refuses_seeds_evaluated_on_other_subcases(tmp_path: Path):
     _write_seed(tmp_path / "runs", 1, fewer, config)
     with pytest.raises(SeedvarError, match=r"seeds 0 and 1 report different metrics \(ln_subj"):
         aggregate(config, tmp_path / "runs", tmp_path / "results")
+
+
+def test_a_factorial_study_splits_its_seed_variance(tmp_path: Path):
+    """A 3 x 3 factorial design of synthetic seeds, each with a trajectory: components per
+    column as components() computes them on the table's cells, trajectories gathered."""
+    config = load_config(
+        None,
+        [
+            "seeds=[0, 1, 2, 3, 4, 5, 6, 7, 8]",
+            "factorial.init_seeds=[10, 11, 12]",
+            "factorial.data_seeds=[20, 21, 22]",
+        ],
+    )
+    examples = _examples()
+    for seed in config.seeds:
+        _write_seed(tmp_path / "runs", seed, examples, config)
+        steps = pd.DataFrame(
+            {
+                "step": [0, 5, 10],
+                "epoch": [0, 0, 0],
+                "column": "Lexical (nonent)",
+                "key": "hans/lexical_nonent",
+                "accuracy": [0.5, 0.5 + seed / 100, 0.4 + seed / 50],
+            }
+        )
+        steps.to_csv(tmp_path / "runs" / f"seed-{seed}" / "trajectory.csv", index=False)
+    assert config.with_seed(5).train.init_seed == 11 and config.with_seed(5).train.data_seed == 22
+    aggregate(config, tmp_path / "runs", tmp_path / "results")
+
+    table = pd.read_csv(tmp_path / "results" / "components.csv")
+    assert set(table["source"]) == {"init", "data order", "interaction"}
+    assert len(table) == 3 * len(pd.read_csv(tmp_path / "results" / "comparison.csv"))
+    seeds = pd.read_csv(tmp_path / "results" / "seeds.csv")
+    decision = json.loads((tmp_path / "results" / "verdict.json").read_text())
+    noise = {c["column"]: c["noise_std"] for c in decision["columns"]}
+    column = "Lexical (nonent)"
+    expected = components(column, seeds[column].to_numpy().reshape(3, 3), noise[column] ** 2)
+    rows = table[table["column"] == column].set_index("source")
+    for component in expected:
+        assert rows.loc[component.source, "std"] == pytest.approx(component.std)
+        assert rows.loc[component.source, "std_high"] == pytest.approx(component.std_high)
+
+    spread = pd.read_csv(tmp_path / "results" / "trajectories.csv")
+    at_ten = spread[(spread["column"] == column) & (spread["step"] == 10)].iloc[0]
+    assert at_ten["seeds"] == 9
+    assert at_ten["std"] == pytest.approx(np.std(np.arange(9) / 50, ddof=1))
+    assert spread[spread["step"] == 0]["std"].item() == 0.0
+    written = write_report(config, tmp_path / "results", tmp_path / "report")
+    markdown = next(p for p in written if p.name == "report.md").read_text()
+    assert f"Which seed matters (seed std by source, 95 % intervals): {column}: init" in markdown
+    assert f"{column} std 0.0% at step 0, widest 5.5% at step 10" in markdown

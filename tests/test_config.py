@@ -86,11 +86,47 @@ def test_where_a_study_runs_is_not_its_recipe():
         ("ray.cpus_per_seed=0", "ray.cpus_per_seed: Input should be greater than 0"),
         ("ray.max_retries=-1", "ray.max_retries: Input should be greater than or equal to 0"),
         ("ray.adress=auto", "unknown key 'ray.adress'.*address"),
+        ("factorial.init_seeds=[0, 1]", "give both init_seeds and data_seeds"),
+        ("train.trajectory_examples=-1", "train.trajectory_examples: Input should be greater"),
     ],
 )
 def test_bad_config_gives_one_clear_error(override: str, message: str):
     with pytest.raises(ConfigError, match=message):
         load_config(None, [override])
+
+
+FACTORIAL = ["factorial.init_seeds=[0, 1, 2]", "factorial.data_seeds=[7, 8]"]
+
+
+def test_a_factorial_design_gives_each_seed_job_its_pair():
+    config = load_config(None, [*FACTORIAL, "seeds=[0, 1, 2, 3, 4, 5]"])
+    pairs = [
+        (
+            config.with_seed(k).train.effective_init_seed,
+            config.with_seed(k).train.effective_data_seed,
+        )
+        for k in config.seeds
+    ]
+    assert pairs == [(0, 7), (0, 8), (1, 7), (1, 8), (2, 7), (2, 8)]
+    job = config.with_seed(3)
+    assert job.factorial.cells == [] and job.study_hash() == config.study_hash()
+    assert job.hash() != config.with_seed(2).hash()  # each cell its own recipe
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["seeds=[0, 1, 2]"],
+            r"a 3 x 2 factorial design has 6 seed jobs: set seeds to \[0, 1, ..., 5\]",
+        ),
+        (["seeds=[0, 1, 2, 3, 4, 5]", "train.init_seed=4"], "remove them"),
+        (["seeds=[0, 1, 2, 3]", "factorial.data_seeds=[7, 7]"], "2 distinct data-order seeds"),
+    ],
+)
+def test_a_factorial_design_refuses_what_does_not_fit(overrides: list[str], message: str):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [*FACTORIAL, *overrides])
 
 
 def test_bad_params_file(tmp_path: Path):

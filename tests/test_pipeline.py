@@ -194,20 +194,56 @@ SMOKE_SIZE = {  # an offline study's declaration, at the smoke profile's size
 }
 
 
+FACTORIAL = {"factorial": {"init_seeds": [0, 1], "data_seeds": [5, 6]}, "seeds": [0, 1, 2, 3]}
+
+
 @pytest.mark.parametrize(
-    ("profile", "in_distribution", "diagnostic"),
+    ("profile", "in_distribution", "diagnostic", "design"),
     [
-        ("cpu", "MNLI dev acc.", ["SNLI dev acc.", "glue_diagnostic/logic", "Lexical (nonent)"]),
-        ("rte", "RTE dev acc.", ["glue_diagnostic/logic", "Lexical (nonent)"]),
+        (
+            "cpu",
+            "MNLI dev acc.",
+            ["SNLI dev acc.", "glue_diagnostic/logic", "Lexical (nonent)"],
+            {"seeds": [0, 1]},
+        ),
+        ("rte", "RTE dev acc.", ["glue_diagnostic/logic", "Lexical (nonent)"], FACTORIAL),
     ],
 )
 def test_each_offline_study_runs_through_dvc_repro_at_smoke_size(
-    tmp_path: Path, dvc_environment: None, profile: str, in_distribution: str, diagnostic: list
+    tmp_path: Path,
+    dvc_environment: None,
+    profile: str,
+    in_distribution: str,
+    diagnostic: list,
+    design: dict,
 ):
-    project = dvc_project(tmp_path, profile=profile, seeds=[0, 1], **SMOKE_SIZE)
+    """The rte study as a 2 x 2 factorial design: a seed stage per cell, both seeds tagged
+    in MLflow, the seed variance split by source, a trajectory per seed."""
+    project = dvc_project(tmp_path, profile=profile, **design, **SMOKE_SIZE)
     assert "aggregate" in stages_ran(run_ok("dvc", "repro", cwd=project))
     seeds = pd.read_csv(project / "results" / "seeds.csv")
-    assert seeds["seed"].tolist() == [0, 1] and {in_distribution, *diagnostic} <= set(seeds)
+    assert seeds["seed"].tolist() == design["seeds"]
+    assert {in_distribution, *diagnostic} <= set(seeds)
+    components = pd.read_csv(project / "results" / "components.csv")
+    per_seed = pd.read_csv(project / "results" / "trajectory_seeds.csv")
+    assert sorted(set(per_seed["seed"])) == design["seeds"] and per_seed["step"].min() == 0
+    if "factorial" in design:
+        assert set(components["source"]) == {"init", "data order", "interaction"}
+        tags = {
+            run.info.run_name.split(" of ")[0]: (
+                run.data.tags["seedvar.init_seed"],
+                run.data.tags["seedvar.data_seed"],
+            )
+            for run in seed_runs(project)
+        }
+        assert tags == {
+            "seed-0": ("0", "5"),
+            "seed-1": ("0", "6"),
+            "seed-2": ("1", "5"),
+            "seed-3": ("1", "6"),
+        }
+    else:
+        assert set(components["source"]) == {"seed (init and data order together)"}
     decision = json.loads((project / "results" / "verdict.json").read_text())
     assert decision["design"]["reference"] == [in_distribution]
     assert set(diagnostic) <= set(decision["design"]["tested"])

@@ -59,6 +59,15 @@ def test_one_seed_is_trained_evaluated_and_tracked(study_dir: Path):
     assert metrics["hans/ln_subject/object_swap"] == saved["ln_subject/object_swap"]
     assert metrics["mnli/matched_accuracy"] == saved["MNLI dev acc."]
     assert {"hans/lexical_nonent", "hans/overall", "mnli/mismatched_accuracy"} <= set(metrics)
+    trajectory = pd.read_csv(result.seed_dir / "trajectory.csv")  # 60 HANS pairs, every 4
+    assert sorted(set(trajectory["step"])) == [0, 4, 8, 12, 13]  # before, every 4, the end
+    overall = trajectory[trajectory["column"] == "Overall accuracy"]
+    assert len(overall) == 5 and overall["accuracy"].between(0, 1).all()
+    assert set(trajectory["column"]) >= {"Lexical (nonent)", "ln_subject/object_swap"}
+    curve = client.get_metric_history(result.run_id, "trajectory/hans/overall")
+    assert [m.step for m in sorted(curve, key=lambda m: m.step)] == [0, 4, 8, 12, 13]
+    assert [m.value for m in sorted(curve, key=lambda m: m.step)] == overall["accuracy"].tolist()
+    assert run.data.tags["seedvar.init_seed"] == "3" and run.data.tags["seedvar.data_seed"] == "3"
     loss_curve = client.get_metric_history(result.run_id, "train/loss")
     assert len(loss_curve) >= 3  # 13 steps, logged every 2
     assert len(client.get_metric_history(result.run_id, "val/mnli_matched_accuracy")) == 1
@@ -109,8 +118,11 @@ def _hans_logits(output_dir: str, *overrides: str) -> pd.DataFrame:
 
 
 def test_same_seed_twice_is_identical_and_data_seed_matters(study_dir: Path):
+    """Also with and without a trajectory: evaluating during training changes no weight."""
     first = _hans_logits("a")
-    again = _hans_logits("b")
+    again = _hans_logits("b", "train.trajectory_examples=0")
+    assert Path("a/seed-5/trajectory.csv").is_file()
+    assert not Path("b/seed-5/trajectory.csv").exists()
     reordered = _hans_logits("c", "train.data_seed=99")
     pd.testing.assert_frame_equal(first, again)
     logit_columns = ["logit_entailment", "logit_neutral", "logit_contradiction"]

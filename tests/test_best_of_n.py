@@ -1,0 +1,59 @@
+"""Expected best-of-n curves: exact against every subset, and on the paper's 100 runs."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from seedvar.study.best_of_n import best_of_n_table, expected_best, expected_chosen
+from tests.conftest import OFFLINE
+
+PAPER = OFFLINE / "reference" / "mccoy2020_runs.csv"
+
+
+def _enumerated(by: np.ndarray, target: np.ndarray, n: int) -> tuple[float, float]:
+    """Mean and std over all subsets of n of the target of the seed with the best `by`, ties
+    broken at random (the mean over the tied seeds of the target and of its square)."""
+    firsts, seconds = [], []
+    for subset in itertools.combinations(range(len(by)), n):
+        chosen = [i for i in subset if by[i] == max(by[list(subset)])]
+        firsts.append(np.mean(target[chosen]))
+        seconds.append(np.mean(target[chosen] ** 2))
+    mean = float(np.mean(firsts))
+    return mean, float(np.sqrt(np.mean(seconds) - mean**2))
+
+
+def test_curves_equal_the_average_over_every_subset():
+    rng = np.random.default_rng(0)
+    by = rng.integers(0, 4, size=8).astype(float)  # ties on the validation column
+    target = rng.random(8)
+    chosen, best = expected_chosen(by, target), expected_best(target)
+    for n in range(1, 9):
+        mean, std = _enumerated(by, target, n)
+        assert chosen.mean[n - 1] == pytest.approx(mean, abs=1e-12)
+        assert chosen.std[n - 1] == pytest.approx(std, abs=1e-9)
+        assert best.mean[n - 1] == pytest.approx(_enumerated(target, target, n)[0], abs=1e-12)
+    assert best.mean[0] == pytest.approx(target.mean()) and best.mean[-1] == target.max()
+    assert np.all(np.diff(best.mean) >= 0)
+
+
+def test_paper_runs_picking_by_mnli_does_not_pick_the_best_generalizer():
+    """McCoy et al.'s 100 runs: the run with the best MNLI dev accuracy (two tie) scores
+    34.4 % on subject/object swap on average, against 66.2 % for the best run on it."""
+    paper = pd.read_csv(PAPER)
+    curves = best_of_n_table(paper, "MNLI dev acc.", ["ln_subject/object_swap"])
+    last = curves[curves["n"] == 100].set_index(["column", "curve"])["mean"]
+    swap = paper["ln_subject/object_swap"]
+    top = paper["MNLI dev acc."] == paper["MNLI dev acc."].max()
+    assert top.sum() == 2
+    assert last[("ln_subject/object_swap", "chosen by MNLI dev acc.")] == pytest.approx(
+        swap[top].mean()
+    )
+    assert last[("ln_subject/object_swap", "best")] == pytest.approx(swap.max())
+    assert swap.max() == pytest.approx(0.662) and swap[top].mean() == pytest.approx(0.344)
+    one = curves[curves["n"] == 1].set_index(["column", "curve"])["mean"]
+    assert one[("ln_subject/object_swap", "best")] == pytest.approx(swap.mean())
+    assert one[("MNLI dev acc.", "best")] == pytest.approx(paper["MNLI dev acc."].mean())
