@@ -144,7 +144,8 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
         if majority_share_column(name) in table
     }
     decision = verdict(table, sizes, design, shares, clustered=clustered)
-    write_further(config, table, runs_dir, results_dir, Noise(sizes, clustered), design.tested)
+    noise = Noise(sizes, clustered)
+    write_further(config, table, runs_dir, results_dir, noise, design.tested, paper)
     overall = [
         c.name for c in accuracies if c.set in config.diagnostics and c.key.endswith("/overall")
     ]

@@ -19,6 +19,7 @@ from seedvar.study.trajectory import read_trajectory
 from seedvar.study.verdict import column_noise_var, seed_variance
 
 JOINT = "seed (init and data order together)"
+OURS = "ours"
 COMPONENT_COLUMNS = ["column", "source", "std", "std_low", "std_high", "share"]
 
 
@@ -38,15 +39,20 @@ def write_further(
     results_dir: Path,
     noise: Noise,
     headline: Sequence[str],
+    reference: pd.DataFrame | None = None,
 ) -> None:
-    """results/components.csv, best_of_n.csv, trajectory_seeds.csv and trajectories.csv."""
+    """results/components.csv, best_of_n.csv (ours, and the published reference's where it
+    has the columns), trajectory_seeds.csv and trajectories.csv."""
     measured = [c for c in table.columns if c in noise.sizes]
     component_table(config, table, measured, noise).to_csv(
         results_dir / "components.csv", index=False
     )
-    best_of_n_curves(table, primary_column(config.task), list(headline)).to_csv(
-        results_dir / "best_of_n.csv", index=False
-    )
+    base = primary_column(config.task)
+    curves = [best_of_n_curves(table, base, list(headline), OURS)]
+    if reference is not None and config.reference and base in reference:
+        shared = [c for c in headline if c in reference]
+        curves.append(best_of_n_curves(reference, base, shared, config.reference.name))
+    pd.concat(curves).to_csv(results_dir / "best_of_n.csv", index=False)
     per_seed = trajectories(runs_dir, config.seeds, list(headline))
     per_seed.to_csv(results_dir / "trajectory_seeds.csv", index=False)
     trajectory_spread(per_seed).to_csv(results_dir / "trajectories.csv", index=False)
@@ -81,14 +87,17 @@ def component_table(
     return pd.DataFrame(rows)
 
 
-def best_of_n_curves(table: pd.DataFrame, by: str, headline: list[str]) -> pd.DataFrame:
+def best_of_n_curves(table: pd.DataFrame, by: str, headline: list[str], runs: str) -> pd.DataFrame:
     """Best-of-n curves of the in-distribution column `by` and of each headline diagnostic
-    column (its best, and the seed chosen by `by`), with a `series` name per curve for the
-    plots and a band of one std across subsets."""
+    column (its best, and the seed chosen by `by`) of one table of runs (`runs`: ours, or the
+    reference's name), with a `series` name per curve for the plots and a band of one std
+    across subsets."""
     curves = best_of_n_table(table, by, headline)
-    curves["series"] = curves["column"] + ": " + curves["curve"]
+    prefix = "" if runs == OURS else f"{runs} · "
+    curves["series"] = prefix + curves["column"] + ": " + curves["curve"]
+    curves["runs"] = runs
     curves["low"], curves["high"] = curves["mean"] - curves["std"], curves["mean"] + curves["std"]
-    return curves[["series", "column", "curve", "n", "mean", "std", "low", "high"]]
+    return curves[["series", "runs", "column", "curve", "n", "mean", "std", "low", "high"]]
 
 
 TRAJECTORY_COLUMNS = ["column", "step", "seeds", "mean", "std", "min", "max"]

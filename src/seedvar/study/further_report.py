@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from seedvar.study.further import JOINT
+from seedvar.study.further import JOINT, OURS
 
 CAPTIONS = {
     "best_of_n": (
@@ -57,9 +57,15 @@ def plot_best_of_n(curves: pd.DataFrame) -> Figure:
     columns = list(dict.fromkeys(curves["column"]))
     figure, axes = _panels(len(columns))
     for axis, column in zip(axes, columns, strict=True):
-        for curve, frame in curves[curves["column"] == column].groupby("curve", sort=False):
-            axis.plot(frame["n"], frame["mean"], marker=".", label=curve)
-            axis.fill_between(frame["n"], frame["low"], frame["high"], alpha=0.15)
+        rows = curves[curves["column"] == column]
+        for (runs, curve), frame in rows.groupby(["runs", "curve"], sort=False):
+            ours = runs == OURS
+            label = curve if ours else f"{runs}: {curve}"
+            style = {"marker": "."} if ours else {"linestyle": "--", "linewidth": 1}
+            axis.plot(frame["n"], frame["mean"], label=label, **style)
+            axis.fill_between(frame["n"], frame["low"], frame["high"], alpha=0.15 if ours else 0.06)
+        if (rows["runs"] != OURS).any():
+            axis.set_xscale("log")
         axis.set_xlabel("seeds trained (n)")
         axis.set_ylabel("expected accuracy")
         axis.set_title(column, fontsize=9)
@@ -108,8 +114,17 @@ def plot_trajectories(per_seed: pd.DataFrame, headline: list[str]) -> Figure:
     return figure
 
 
-def best_of_n_text(curves: pd.DataFrame, base: str, headline: list[str]) -> str:
-    """What picking by in-distribution accuracy buys, at the largest n."""
+def best_of_n_text(all_curves: pd.DataFrame, base: str, headline: list[str]) -> str:
+    """What picking by in-distribution accuracy buys, at the largest n (ours, then the
+    reference's where it has the columns)."""
+    text = _picked(all_curves[all_curves["runs"] == OURS], base, headline, "Best of n")
+    for runs, curves in all_curves[all_curves["runs"] != OURS].groupby("runs"):
+        shared = [c for c in headline if c in set(curves["column"])]
+        text += " " + _picked(curves, base, shared, f"The {runs}")
+    return text
+
+
+def _picked(curves: pd.DataFrame, base: str, headline: list[str], lead: str) -> str:
     top = int(curves["n"].max())
     last = curves[curves["n"] == top].set_index(["column", "curve"])["mean"]
     chosen = f"chosen by {base}"
@@ -119,9 +134,7 @@ def best_of_n_text(curves: pd.DataFrame, base: str, headline: list[str]) -> str:
         f"{curves[(curves['column'] == column) & (curves['n'] == 1)]['mean'].iloc[0]:.1%})"
         for column in headline
     ]
-    return (
-        f"Best of n: keeping the seed with the best {base} of all {top} gives {'; '.join(parts)}."
-    )
+    return f"{lead}: keeping the seed with the best {base} of all {top} gives {'; '.join(parts)}."
 
 
 def components_text(table: pd.DataFrame, headline: list[str]) -> str:
