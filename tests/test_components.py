@@ -40,7 +40,8 @@ def test_mean_squares_by_hand():
 )
 def test_known_components_are_covered_at_the_stated_rate(shape, stds):
     """300 simulated studies: each component's 95 % interval holds its true std in 90-99 %
-    of them (measured here: 93-98 %; 0.95 is 4 binomial standard errors from either end)."""
+    of them (0.95 is 4 binomial standard errors from either end); a component that is truly 0
+    sits on the boundary, where the interval reaches 0 more often: at least 90 %."""
     rng = np.random.default_rng(7)
     covered = np.zeros(3)
     for study in range(300):
@@ -48,7 +49,9 @@ def test_known_components_are_covered_at_the_stated_rate(shape, stds):
         found = components("x", accuracy, noise, seed=study)
         assert [c.source for c in found] == list(COMPONENTS)
         covered += [c.std_low <= true <= c.std_high for c, true in zip(found, stds, strict=True)]
-    assert np.all((covered / 300 >= 0.90) & (covered / 300 <= 0.99)), covered / 300
+    rate = covered / 300
+    assert np.all(rate >= 0.90), rate
+    assert np.all((rate <= 0.99) | (np.array(stds) == 0)), rate
 
 
 def test_a_large_component_is_found_and_named():

@@ -76,17 +76,14 @@ def mean_squares(cells: np.ndarray) -> MeanSquares:
 
 
 def _variances(
-    init: np.ndarray,
-    order: np.ndarray,
-    residual: np.ndarray,
-    n_init: int,
-    n_order: int,
-    noise_var: float,
+    expected: tuple[np.ndarray, np.ndarray, np.ndarray], squares: MeanSquares, noise_var: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Init, data-order and interaction variance from (expected) mean squares, floored at 0."""
+    """Init, data-order and interaction variance from the expected init, data-order and
+    residual mean squares (values or pivot draws), each floored at 0."""
+    init, order, residual = expected
     return (
-        np.maximum((init - residual) / n_order, 0.0),
-        np.maximum((order - residual) / n_init, 0.0),
+        np.maximum((init - residual) / squares.n_order, 0.0),
+        np.maximum((order - residual) / squares.n_init, 0.0),
         np.maximum(residual - noise_var, 0.0),
     )
 
@@ -98,28 +95,25 @@ def components(column: str, cells: np.ndarray, noise_var: float, seed: int = 0) 
     evaluation-noise variance (known, not estimated here)."""
     ms = mean_squares(cells)
     point = _variances(
-        np.array(ms.init),
-        np.array(ms.order),
-        np.array(ms.residual),
-        ms.n_init,
-        ms.n_order,
-        noise_var,
+        (np.array(ms.init), np.array(ms.order), np.array(ms.residual)), ms, noise_var
     )
     rng = np.random.default_rng(seed)
-    draws = [
-        df * value / rng.chisquare(df, DRAWS)
-        for df, value in (
-            (ms.df_init, ms.init),
-            (ms.df_order, ms.order),
-            (ms.df_residual, ms.residual),
-        )
-    ]
-    pivots = _variances(*draws, ms.n_init, ms.n_order, noise_var)
+
+    def pivot(dof: int, mean_square: float) -> np.ndarray:
+        """Draws of a mean square's expectation: dof x observed / chi-square(dof)."""
+        return dof * mean_square / rng.chisquare(dof, DRAWS)
+
+    draws = (
+        pivot(ms.df_init, ms.init),
+        pivot(ms.df_order, ms.order),
+        pivot(ms.df_residual, ms.residual),
+    )
+    pivots = _variances(draws, ms, noise_var)
     tail = (1 - LEVEL) / 2 * 100
     total = float(sum(point))
     found = []
-    for source, estimate, pivot in zip(COMPONENTS, point, pivots, strict=True):
-        low, high = np.percentile(pivot, [tail, 100 - tail])
+    for source, estimate, drawn in zip(COMPONENTS, point, pivots, strict=True):
+        low, high = np.percentile(drawn, [tail, 100 - tail])
         found.append(
             Component(
                 column=column,

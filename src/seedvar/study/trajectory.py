@@ -93,7 +93,7 @@ class Trajectory(L.Callback):
             return
         self.done.add(step)
         was_training = module.training
-        rows = []
+        rows, curves = [], {}
         for probe in self.probes:
             logits = predict_logits(
                 module.model,  # type: ignore[arg-type]
@@ -103,17 +103,14 @@ class Trajectory(L.Callback):
                 f"trajectory {probe.name}",
                 autocast_dtype(self.config),
             )
-            rows += [
-                {"step": step, "epoch": trainer.current_epoch, "column": c, "key": k, "accuracy": a}
-                for c, k, a in accuracies(self.config, probe, logits)
-            ]
+            for column, key, accuracy in accuracies(self.config, probe, logits):
+                rows.append((step, trainer.current_epoch, column, key, accuracy))
+                curves[f"{KEY_PREFIX}{key}"] = accuracy
         module.train(was_training)
-        frame = pd.DataFrame(rows)
+        frame = pd.DataFrame(rows, columns=["step", "epoch", "column", "key", "accuracy"])
         frame.to_csv(self.path, mode="a", header=not self.path.exists(), index=False)
         if trainer.logger is not None:
-            trainer.logger.log_metrics(
-                {f"{KEY_PREFIX}{row['key']}": row["accuracy"] for row in rows}, step=step
-            )
+            trainer.logger.log_metrics(curves, step=step)
 
 
 def read_trajectory(seed_dir: Path) -> pd.DataFrame | None:
