@@ -229,6 +229,7 @@ def test_each_offline_study_runs_through_dvc_repro_at_smoke_size(
     assert sorted(set(per_seed["seed"])) == design["seeds"] and per_seed["step"].min() == 0
     if "factorial" in design:
         assert set(components["source"]) == {"init", "data order", "interaction"}
+        assert len(seed_runs(project)) == 4  # the later seed stages kept their cells
         tags = {
             run.info.run_name.split(" of ")[0]: (
                 run.data.tags["seedvar.init_seed"],

@@ -145,7 +145,9 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    config = _config(args, *([f"train.seed={args.seed}"] if args.seed is not None else []))
+    config = _config(args)
+    if args.seed is not None:  # with_seed: in a factorial design, the job's pair of seeds
+        config = config.with_seed(args.seed)
     preflight(config, data=args.prepared is None)
     from seedvar.study.seed import IfFinished, run_seed
 
