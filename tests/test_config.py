@@ -111,6 +111,8 @@ def test_a_factorial_design_gives_each_seed_job_its_pair():
     job = config.with_seed(3)
     assert job.factorial.cells == [] and job.study_hash() == config.study_hash()
     assert job.hash() != config.with_seed(2).hash()  # each cell its own recipe
+    with pytest.raises(ConfigError, match="seed job 6 is not in the 3 x 2 factorial design"):
+        config.with_seed(6)
 
 
 @pytest.mark.parametrize(

@@ -325,7 +325,13 @@ class Config(Section):
         seeds: dict[str, int] = {"seed": seed}
         update: dict[str, Any] = {}
         if self.factorial.cells:  # the job's pair, set on the seed; the seed's own config
-            seeds["init_seed"], seeds["data_seed"] = self.factorial.cells[seed]  # is joint
+            if not 0 <= seed < len(self.factorial.cells):  # is joint
+                n_init, n_data = self.factorial.shape
+                raise ConfigError(
+                    f"seed job {seed} is not in the {n_init} x {n_data} factorial design; "
+                    f"give a seed from 0 to {len(self.factorial.cells) - 1}"
+                )
+            seeds["init_seed"], seeds["data_seed"] = self.factorial.cells[seed]
             update["factorial"] = FactorialConfig()
         update["train"] = self.train.model_copy(update=seeds)
         if output_dir is not None:
