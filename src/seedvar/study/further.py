@@ -101,6 +101,7 @@ def best_of_n_curves(table: pd.DataFrame, by: str, headline: list[str], runs: st
 
 
 TRAJECTORY_COLUMNS = ["column", "step", "seeds", "mean", "std", "min", "max"]
+PER_SEED_COLUMNS = ["seed", "step", "epoch", "column", "accuracy"]
 
 
 def trajectories(runs_dir: Path, seeds: list[int], columns: list[str]) -> pd.DataFrame:
@@ -112,8 +113,8 @@ def trajectories(runs_dir: Path, seeds: list[int], columns: list[str]) -> pd.Dat
         if found is not None:
             frames.append(found[found["column"].isin(columns)].assign(seed=seed))
     if not frames:
-        return pd.DataFrame(columns=["seed", "step", "epoch", "column", "accuracy"])
-    return pd.concat(frames)[["seed", "step", "epoch", "column", "accuracy"]]
+        return pd.DataFrame(columns=PER_SEED_COLUMNS)
+    return pd.concat(frames)[PER_SEED_COLUMNS]
 
 
 def trajectory_spread(per_seed: pd.DataFrame) -> pd.DataFrame:
