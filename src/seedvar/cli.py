@@ -145,19 +145,27 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    config = _config(args)
-    if args.seed is not None:  # with_seed: in a factorial design, the job's pair of seeds
-        config = config.with_seed(args.seed)
+    study = _config(args)
+    # with_seed: in a factorial design, the job's pair of seeds
+    config = study if args.seed is None else study.with_seed(args.seed)
     preflight(config, data=args.prepared is None)
-    from seedvar.study.seed import IfFinished, run_seed
+    reuse = args.reuse or args.together
+    from seedvar.study.job import SeedJob
 
+    job = SeedJob.of(config)
+    if reuse and job.finished_with(config):  # kept as it is, found without loading torch
+        run_id = job.finished_run_id()
+        print(f"seed {config.train.seed} finished before: {job.folder} (MLflow run {run_id})")
+        _print_summary(config, job.finished_metrics() or {})
+        return 0
     if args.together:
         from seedvar.scale.together import study_to_train_together
 
-        study = study_to_train_together(config, _echo)
-        if study is not None:
-            return _launch_study(study, args.prepared, force=True)
-    reuse = args.reuse or args.together
+        together = study_to_train_together(study, config.train.seed, _echo)
+        if together is not None:
+            return _launch_study(together, args.prepared, force=True)
+    from seedvar.study.seed import IfFinished, run_seed
+
     if_finished: IfFinished = "replace" if args.force else "reuse" if reuse else "refuse"
     result = run_seed(config, if_finished, prepared=args.prepared)
     print(

@@ -13,29 +13,14 @@ import traceback
 from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import lightning as L
+from typing import TYPE_CHECKING, Any
 
 from seedvar.errors import ConfigError, SeedvarError, Superseded, first_line
 from seedvar.scale.cluster import import_ray
 from seedvar.scale.protocol import Beat, SeedTask, Status, TaskResult
 
-
-class Progress(L.Callback):
-    """Keeps the heartbeat's view of training up to date (phase, step, total)."""
-
-    def __init__(self, beat: Beat) -> None:
-        self.beat = beat
-
-    def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        self.beat.phase, self.beat.total = "training", int(getattr(module, "total_steps", 0))
-
-    def on_train_batch_end(self, trainer: L.Trainer, *args: object) -> None:
-        self.beat.step = trainer.global_step
-
-    def on_train_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        self.beat.phase = "evaluating"
+if TYPE_CHECKING:  # the driver imports this module too, and never trains: no Lightning there
+    import lightning as L
 
 
 class Heartbeat(threading.Thread):
@@ -67,6 +52,7 @@ def run_seed_task(task: SeedTask, board: Any) -> TaskResult:
     `task.threads` torch threads, beating to `board`."""
     import torch
 
+    from seedvar.scale.progress import Progress
     from seedvar.study.job import SeedJob
     from seedvar.study.seed import Scheduled, run_seed
     from seedvar.sweep.objective import PrunedSeed

@@ -17,24 +17,23 @@ from seedvar.scale.cluster import INSTALL, seed_resources, this_machine
 from seedvar.study.job import SeedJob
 
 
-def study_to_train_together(config: Config, echo: Callable[[str], None]) -> Config | None:
-    """The study (with this seed among its seeds) to train at once, or None when this seed
-    trains alone."""
-    study = config.model_copy(
-        update={"seeds": list(dict.fromkeys([*config.seeds, config.train.seed]))}
-    )
+def study_to_train_together(study: Config, seed: int, echo: Callable[[str], None]) -> Config | None:
+    """The study (with seed job `seed` among its seeds) to train at once, or None when that
+    seed trains alone. `study` is the study's config, not one seed's: in a factorial design
+    each seed job's pair of seeds comes from it."""
+    study = study.model_copy(update={"seeds": list(dict.fromkeys([*study.seeds, seed]))})
     todo = [
-        seed
-        for seed in study.seeds
-        if not SeedJob(Path(config.output_dir), seed).finished_with(config.with_seed(seed))
+        job
+        for job in study.seeds
+        if not SeedJob(Path(study.output_dir), job).finished_with(study.with_seed(job))
     ]
-    if config.train.seed not in todo or len(todo) == 1:
+    if seed not in todo or len(todo) == 1:
         return None
     if importlib.util.find_spec("ray") is None:
         echo(f"Ray is not installed: seeds train one at a time ({INSTALL} trains them at once)")
         return None
-    if config.ray.address is None:
+    if study.ray.address is None:
         machine = this_machine()
-        if machine.slots(seed_resources(config, machine)) < 2:
+        if machine.slots(seed_resources(study, machine)) < 2:
             return None
     return study

@@ -15,7 +15,6 @@ from seedvar.declared import primary_column
 from seedvar.study.best_of_n import best_of_n_table
 from seedvar.study.components import components
 from seedvar.study.job import SeedJob
-from seedvar.study.trajectory import read_trajectory
 from seedvar.study.verdict import column_noise_var, seed_variance
 
 JOINT = "seed (init and data order together)"
@@ -109,7 +108,7 @@ def trajectories(runs_dir: Path, seeds: list[int], columns: list[str]) -> pd.Dat
     during training, from the seeds trained with a trajectory."""
     frames = []
     for seed in seeds:
-        found = read_trajectory(SeedJob(runs_dir, seed).folder)
+        found = SeedJob(runs_dir, seed).finished_trajectory()
         if found is not None:
             frames.append(found[found["column"].isin(columns)].assign(seed=seed))
     if not frames:

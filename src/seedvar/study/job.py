@@ -34,16 +34,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import pandas as pd
 import yaml
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from seedvar.config import Config, validate
 from seedvar.errors import DiskError, OutputExistsError, Superseded, first_line
 from seedvar.files import remove_temporaries, temporary, write_atomically
 from seedvar.metrics import Column
-from seedvar.training.resume import resume_checkpoint
+
+if TYPE_CHECKING:  # not imported at run time: a finished seed is found without transformers
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+CHECKPOINT = "checkpoints/resume.ckpt"  # a work folder's resumable training checkpoint
 
 RUN_STATE = "run.json"
 ATTEMPT = "attempt.json"
@@ -52,6 +56,7 @@ FULL_DISK_TEXT = ("No space left on device", "file write failed")  # torch and s
 METRICS = "metrics.json"
 COLUMNS = "columns.json"  # each metric's column: name, MLflow key, set, size
 CONFIG = "config.yaml"
+TRAJECTORY = "trajectory.csv"  # step, epoch, column, key, accuracy (study/trajectory.py)
 CLAIM_TRIES = 5
 
 
@@ -98,8 +103,9 @@ class SeedJob:
         return self.output_dir / f"seed-{self.seed}.partial.{self.attempt_id}"
 
     @property
-    def checkpoints(self) -> Path:
-        return self.work_dir / "checkpoints"
+    def checkpoint(self) -> Path:
+        """Where training saves its resumable checkpoint."""
+        return self.work_dir / CHECKPOINT
 
     @property
     def model_dir(self) -> Path:
@@ -122,6 +128,15 @@ class SeedJob:
         """The recipe the finished seed was trained with (its config.yaml)."""
         path = self.folder / CONFIG
         return validate(yaml.safe_load(path.read_text()), source=str(path))
+
+    def finished_trajectory(self) -> pd.DataFrame | None:
+        """The finished seed's trajectory (the last value per step and column: a resumed
+        attempt may have evaluated a step twice), or None when it was trained without one."""
+        path = self.folder / TRAJECTORY
+        if not path.is_file():
+            return None
+        frame = pd.read_csv(path)
+        return frame.drop_duplicates(["step", "column"], keep="last").reset_index(drop=True)
 
     def finished_run_id(self) -> str:
         """The MLflow run of the finished seed."""
@@ -244,9 +259,8 @@ class SeedJob:
             return Resumable()
         if self.trained():
             return Resumable(run_id=state["run_id"])
-        checkpoint = resume_checkpoint(self.checkpoints)
-        if checkpoint:
-            return Resumable(state["run_id"], checkpoint)
+        if self.checkpoint.is_file():  # written completely: it is renamed into place
+            return Resumable(state["run_id"], self.checkpoint)
         return Resumable(stale_run_id=state["run_id"])
 
     def begin(self, config: Config, run_id: str) -> None:
@@ -270,7 +284,7 @@ class SeedJob:
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
         os.replace(partial, self.model_dir)
-        shutil.rmtree(self.checkpoints, ignore_errors=True)
+        shutil.rmtree(self.checkpoint.parent, ignore_errors=True)
 
     def publish(self, force: bool = False) -> None:
         """Move this attempt's finished work into place with one rename, so no reader sees
@@ -327,8 +341,8 @@ def _progress(folder: Path) -> tuple[bool, float, float]:
     of one recipe follow the same trajectory, so a later checkpoint is a later step)."""
     try:
         trained = (folder / "model" / "config.json").is_file()
-        checkpoint = resume_checkpoint(folder / "checkpoints")
-        when = checkpoint.stat().st_mtime if checkpoint else 0.0
+        checkpoint = folder / CHECKPOINT
+        when = checkpoint.stat().st_mtime if checkpoint.is_file() else 0.0
         return trained, when, (folder / RUN_STATE).stat().st_mtime
     except OSError:  # taken over by another attempt while we looked
         return False, 0.0, 0.0

@@ -20,8 +20,17 @@ from seedvar.errors import Superseded
 from seedvar.metrics import EVALUATE_SECONDS, TRAIN_SECONDS
 from seedvar.pretrained import load_tokenizer
 from seedvar.study.evaluate import evaluate_sets
-from seedvar.study.job import COLUMNS, CONFIG, METRICS, AlreadyPublished, Resumable, SeedJob
-from seedvar.study.trajectory import TRAJECTORY, Trajectory, probes
+from seedvar.study.job import (
+    COLUMNS,
+    CONFIG,
+    METRICS,
+    TRAJECTORY,
+    AlreadyPublished,
+    Resumable,
+    SeedJob,
+)
+from seedvar.study.trajectory import Trajectory, probes
+from seedvar.tracking.logger import RunLogger
 from seedvar.training.device import (
     autocast_dtype,
     device_name,
@@ -186,7 +195,7 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
     config, job, resumable, inputs = work.config, work.job, work.resumable, work.inputs
     if not job.trained():
         started = time.perf_counter()
-        resume = ResumeCheckpoint(job.checkpoints, config.train.checkpoint_every_n_steps)
+        resume = ResumeCheckpoint(job.checkpoint, config.train.checkpoint_every_n_steps)
         found = probes(config, inputs)
         pad = work.tokenizer.pad_token_id
         trajectory = [Trajectory(config, found, pad, job.work_dir / TRAJECTORY)] if found else []
@@ -195,7 +204,9 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
             inputs.tokenized,
             pad,
             [Fence(job), resume, *trajectory, *work.callbacks],
-            logger=run.lightning_logger(
+            logger=RunLogger(  # writes into the seed's run; ending it stays with us
+                tracking_uri=run.client.tracking_uri,
+                run_id=run.run_id,
                 guard=job.check_held,
                 after_step=run.last_step() if resumable.checkpoint else None,
             ),

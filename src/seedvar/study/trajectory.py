@@ -25,7 +25,6 @@ from seedvar.study.evaluate import prediction_frame, set_columns
 from seedvar.training.device import autocast_dtype
 from seedvar.training.predict import predict_logits
 
-TRAJECTORY = "trajectory.csv"  # in a seed's folder: step, epoch, column, key, accuracy
 KEY_PREFIX = "trajectory/"
 
 
@@ -111,13 +110,3 @@ class Trajectory(L.Callback):
         frame.to_csv(self.path, mode="a", header=not self.path.exists(), index=False)
         if trainer.logger is not None:
             trainer.logger.log_metrics(curves, step=step)
-
-
-def read_trajectory(seed_dir: Path) -> pd.DataFrame | None:
-    """A finished seed's trajectory (the last value per step and column: a resumed attempt
-    may have evaluated a step twice), or None when it was trained without one."""
-    path = seed_dir / TRAJECTORY
-    if not path.is_file():
-        return None
-    frame = pd.read_csv(path)
-    return frame.drop_duplicates(["step", "column"], keep="last").reset_index(drop=True)

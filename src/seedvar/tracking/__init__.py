@@ -1,5 +1,6 @@
 """MLflow tracking: the store (store.py), runs and their lifecycle (runs.py), the Lightning
-logger (logger.py). Callers use `from seedvar import tracking` and the names below."""
+logger (logger.py, imported from there: it loads Lightning). Callers use `from seedvar import
+tracking` and the names below."""
 # ruff: noqa: F401 (the names are this package's interface)
 
 from seedvar.tracking.runs import (

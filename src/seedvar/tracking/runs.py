@@ -29,7 +29,6 @@ from mlflow.tracking import MlflowClient
 
 from seedvar.config import Config
 from seedvar.metrics import Column
-from seedvar.tracking.logger import RunLogger
 from seedvar.tracking.store import Store, open_store
 
 DATASET_ATTEMPTS = 3  # log_inputs tries: a race with a seed logging the same sets loses once
@@ -138,17 +137,6 @@ class TrackedRun:
         keys = [key for key in metrics if not key.startswith("system/")]
         steps = [p.step for key in keys for p in self.client.get_metric_history(self.run_id, key)]
         return max(steps, default=None)
-
-    def lightning_logger(
-        self, guard: Callable[[], None] | None = None, after_step: int | None = None
-    ) -> RunLogger:
-        """A Lightning logger that writes into this run and leaves ending it to us."""
-        return RunLogger(
-            tracking_uri=self.client.tracking_uri,
-            run_id=self.run_id,
-            guard=guard,
-            after_step=after_step,
-        )
 
 
 def _duplicate_key(error: MlflowException) -> bool:

@@ -17,8 +17,6 @@ import torch
 
 from seedvar.files import temporary
 
-CHECKPOINT = "resume.ckpt"
-
 
 def batches_done_in_epoch(trainer: L.Trainer) -> int:
     """How many batches of the current epoch training has finished.
@@ -28,21 +26,15 @@ def batches_done_in_epoch(trainer: L.Trainer) -> int:
     return trainer.fit_loop.epoch_loop.batch_progress.current.processed  # type: ignore[attr-defined]
 
 
-def resume_checkpoint(directory: Path) -> Path | None:
-    """The resumable checkpoint in `directory`, if one was completely written."""
-    path = directory / CHECKPOINT
-    return path if path.is_file() else None
-
-
 class ResumeCheckpoint(L.Callback):
-    """Saves `directory/resume.ckpt` every `every_n_steps` steps; its own state (saved in the
+    """Saves the checkpoint at `path` every `every_n_steps` steps; its own state (saved in the
     checkpoint by Lightning) is the RNG state, which Lightning's checkpoint leaves out.
     seedvar's own rather than Lightning's ModelCheckpoint: that one saves after a step (the
     step's RNG draws already spent), into a folder it creates with parents, and without the
     RNG state, so a resumed seed would not retrace the same dropout masks."""
 
-    def __init__(self, directory: Path, every_n_steps: int) -> None:
-        self.directory = directory
+    def __init__(self, path: Path, every_n_steps: int) -> None:
+        self.path = path
         self.every_n_steps = every_n_steps
 
     def on_train_batch_start(
@@ -54,10 +46,10 @@ class ResumeCheckpoint(L.Callback):
         if step == 0 or step % self.every_n_steps:
             return
         # not parents=True: a work folder taken over by another attempt must not come back
-        self.directory.mkdir(exist_ok=True)
-        partial = temporary(self.directory / CHECKPOINT)
+        self.path.parent.mkdir(exist_ok=True)
+        partial = temporary(self.path)
         trainer.save_checkpoint(partial)
-        os.replace(partial, self.directory / CHECKPOINT)
+        os.replace(partial, self.path)
 
     def state_dict(self) -> dict[str, Any]:
         return {
