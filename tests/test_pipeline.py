@@ -33,8 +33,39 @@ def project(tmp_path: Path, dvc_environment: None) -> Path:
     return dvc_project(tmp_path, profile="smoke", seeds=[0, 1, 2])
 
 
-def test_dvc_repro_runs_the_study_and_reruns_only_what_changed(project: Path):
-    first = run_ok("dvc", "repro", cwd=project)
+@pytest.fixture(scope="module")
+def reproduced(dvc_environment: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The smoke study (seeds 0-2) after its first `dvc repro`, and what that printed; shared by
+    the tests below, the one that changes it last."""
+    project = dvc_project(tmp_path_factory.mktemp("study"), profile="smoke", seeds=[0, 1, 2])
+    return project, run_ok("dvc", "repro", cwd=project)
+
+
+def test_seeds_trained_at_once_predict_what_seeds_trained_one_after_another(
+    reproduced: tuple[Path, str],
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Bit for bit, at the same thread count (1: what a seed at once has here; a float sum
+    depends on the thread count, so 2 threads differ in the last bits of the logits)."""
+    project = reproduced[0]
+    alone = dvc_project(tmp_path_factory.mktemp("alone"), profile="smoke", seeds=[0, 1, 2])
+    set_params(alone, ray={"address": None, "cpus_per_seed": 2, "gpus_per_seed": None})
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # torch's thread count in `seedvar train`
+    output = run_ok("dvc", "repro", "aggregate", cwd=alone)
+    assert "at once" not in output  # 2 CPUs a seed on 2 cores: one seed at a time, no Ray
+    assert _most_at_once(seed_runs(alone)) == 1
+    for seed in range(3):
+        for path in (project / "runs" / f"seed-{seed}" / "predictions").iterdir():
+            theirs = alone / "runs" / f"seed-{seed}" / "predictions" / path.name
+            assert pd.read_parquet(path).equals(pd.read_parquet(theirs)), path
+    assert (project / "results" / "seeds.csv").read_text() == (
+        alone / "results" / "seeds.csv"
+    ).read_text()
+
+
+def test_dvc_repro_runs_the_study_and_reruns_only_what_changed(reproduced: tuple[Path, str]):
+    project, first = reproduced
     assert stages_ran(first) == {"prepare", "seed@0", "seed@1", "seed@2", "aggregate", "report"}
     assert "3 of 3 seeds to train" in first and "up to 2 at once" in first  # in seed@0's stage
     seeds = pd.read_csv(project / "results" / "seeds.csv")
@@ -76,27 +107,6 @@ def test_dvc_repro_runs_the_study_and_reruns_only_what_changed(project: Path):
     retrained = [max(seed_runs(project, seed), key=_started) for seed in range(4)]
     assert {run.data.params["train.learning_rate"] for run in retrained} == {"0.0005"}
     assert _most_at_once(retrained) == 2
-
-
-def test_seeds_trained_at_once_predict_what_seeds_trained_one_after_another(
-    project: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-):
-    """Bit for bit, at the same thread count (1: what a seed at once has here; a float sum
-    depends on the thread count, so 2 threads differ in the last bits of the logits)."""
-    run_ok("dvc", "repro", "aggregate", cwd=project)
-    alone = dvc_project(tmp_path_factory.mktemp("alone"), profile="smoke", seeds=[0, 1, 2])
-    set_params(alone, ray={"address": None, "cpus_per_seed": 2, "gpus_per_seed": None})
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # torch's thread count in `seedvar train`
-    output = run_ok("dvc", "repro", "aggregate", cwd=alone)
-    assert "at once" not in output  # 2 CPUs a seed on 2 cores: one seed at a time, no Ray
-    assert _most_at_once(seed_runs(alone)) == 1
-    for seed in range(3):
-        for path in (project / "runs" / f"seed-{seed}" / "predictions").iterdir():
-            theirs = alone / "runs" / f"seed-{seed}" / "predictions" / path.name
-            assert pd.read_parquet(path).equals(pd.read_parquet(theirs)), path
-    assert (project / "results" / "seeds.csv").read_text() == (
-        alone / "results" / "seeds.csv"
-    ).read_text()
 
 
 def _started(run) -> int:  # noqa: ANN001
