@@ -47,8 +47,6 @@ from seedvar.metrics import Column
 if TYPE_CHECKING:  # not imported at run time: a finished seed is found without transformers
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-CHECKPOINT = "checkpoints/resume.ckpt"  # a work folder's resumable training checkpoint
-
 RUN_STATE = "run.json"
 ATTEMPT = "attempt.json"
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
@@ -57,6 +55,7 @@ METRICS = "metrics.json"
 COLUMNS = "columns.json"  # each metric's column: name, MLflow key, set, size
 CONFIG = "config.yaml"
 TRAJECTORY = "trajectory.csv"  # step, epoch, column, key, accuracy (study/trajectory.py)
+CHECKPOINT = "checkpoints/resume.ckpt"  # a work folder's resumable training checkpoint
 CLAIM_TRIES = 5
 
 
