@@ -11,10 +11,14 @@ so machine noise falls on both. Achieved model FLOP/s are given as a fraction of
 peak measured here (benchmarks/peak.py) at the same precision. Predictions are compared with
 the peer's at full precision: the share of identical labels and the largest logit difference.
 
+On a CPU without native bf16 (where a bf16 step takes 20-30x an fp32 one) bf16 runs
+fewer steps and predicts fewer pairs (`--slow-bf16-steps`, `--slow-bf16-eval-examples`).
+
 Usage:  pip install -e '.[bench]' && python benchmarks/throughput.py [--rounds 2]
         [--eval-model runs/seed-0/model]  (a trained seed: agreement on a model trained for
         40 steps says little, its logits are too close to each other)
-Writes: benchmarks/results/throughput-<cpu|gpu>.json
+Writes: benchmarks/results/throughput-gpu.json, or on a CPU throughput-cpu-<capability>.json
+        (avx2, avx512-bf16, ...: results of CPUs with and without native bf16 side by side)
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -51,7 +56,7 @@ from seedvar.config import Config, load_config
 from seedvar.data.sets import load_task_set
 from seedvar.data.tokenized import tokenize_cached
 from seedvar.pretrained import OFFLINE_MINILM, load_model, load_tokenizer
-from seedvar.training.device import cpu_description
+from seedvar.training.device import cpu_description, native_cpu_bf16
 from seedvar.training.fit import fine_tune
 from seedvar.training.predict import predict_logits
 
@@ -241,19 +246,30 @@ def tokenization(tokenizer, cache: Path) -> dict[str, float]:  # noqa: ANN001
 
 
 def median_throughput(
-    seconds: dict[str, list[float]], examples: int, tokens: dict[str, int]
+    seconds: dict[str, list[float]], data: dict[str, datasets.Dataset]
 ) -> dict[str, dict[str, float]]:
-    """Median seconds of each variant over the rounds, as examples/s and real tokens/s."""
+    """Median seconds of each variant over the rounds, as examples/s and real tokens/s of the
+    data of its precision (the part after "@" in its name)."""
     out = {}
     for name, runs in seconds.items():
-        median = statistics.median(runs)
+        median, rows = statistics.median(runs), data[name.rsplit("@", 1)[1]]
         out[name] = {
             "seconds": median,
             "seconds_each_round": runs,
-            "examples_per_s": examples / median,
-            "tokens_per_s": tokens[name] / median,
+            "examples": len(rows),
+            "examples_per_s": len(rows) / median,
+            "tokens_per_s": real_tokens(rows) / median,
         }
     return out
+
+
+def result_file(gpu: bool) -> Path:
+    """Where this machine's results go: one file for GPUs, one per CPU capability."""
+    if gpu:
+        return REPO / "benchmarks" / "results" / "throughput-gpu.json"
+    capability = torch.backends.cpu.get_cpu_capability().lower()
+    native = "-bf16" if native_cpu_bf16() else ""
+    return REPO / "benchmarks" / "results" / f"throughput-cpu-{capability}{native}.json"
 
 
 def with_peak_fraction(
@@ -273,6 +289,8 @@ def main() -> None:
     parser.add_argument("--eval-examples", type=int, default=2000)
     parser.add_argument("--eval-model", type=Path, help="a trained seed's model folder")
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--slow-bf16-steps", type=int, default=4)
+    parser.add_argument("--slow-bf16-eval-examples", type=int, default=256)
     args = parser.parse_args()
     tokenizer = load_tokenizer(OFFLINE_MINILM)
     pad_id = tokenizer.pad_token_id
@@ -283,12 +301,20 @@ def main() -> None:
     evaluation = evaluation.head(args.eval_examples)
     gpu = torch.cuda.is_available()
     precisions = ["bf16-mixed"] if gpu else ["32-true", "bf16-mixed"]
-    peaks = {p: matmul_peak(DTYPE[p], "cuda" if gpu else "cpu") for p in precisions}
-    configs = {p: seedvar_config(args.steps, p) for p in precisions}
+    slow_bf16 = not gpu and not native_cpu_bf16()
+    steps = {p: args.steps for p in precisions}
+    eval_examples = {p: len(evaluation) for p in precisions}
+    if slow_bf16:
+        steps["bf16-mixed"] = args.slow_bf16_steps
+        eval_examples["bf16-mixed"] = min(args.slow_bf16_eval_examples, len(evaluation))
+    size = {p: 512 if slow_bf16 and p == "bf16-mixed" else 2048 for p in precisions}  # 20 s each
+    peaks = {p: matmul_peak(DTYPE[p], "cuda" if gpu else "cpu", size[p]) for p in precisions}
+    configs = {p: seedvar_config(steps[p], p) for p in precisions}
     results: dict[str, object] = {
         "setup": {
             "machine": platform.machine(),
             "cpu": cpu_description(),
+            "load_average_before": os.getloadavg(),
             "threads": torch.get_num_threads(),
             "gpu": torch.cuda.get_device_name(0) if gpu else None,
             "torch": torch.__version__,
@@ -296,9 +322,9 @@ def main() -> None:
             "batch": BATCH,
             "eval_batch": configs[precisions[0]].train.eval_batch_size,
             "max_length": MAX_LENGTH,
-            "train_steps": args.steps,
+            "train_steps": steps,
             "rounds": args.rounds,
-            "eval_examples": len(evaluation),
+            "eval_examples": eval_examples,
             "eval_model": str(args.eval_model or "the seedvar model trained here"),
         },
         "peak_matmul_flops_per_s": peaks,
@@ -321,9 +347,11 @@ def main() -> None:
             as_dataset = datasets.Dataset.from_pandas(data.rename(columns={"label": "labels"}))
             return as_dataset.map(pad_all, batched=True, remove_columns=["premise", "hypothesis"])
 
-        train = tokenize_cached(frame, tokenizer, MAX_LENGTH, cache, TASK.text)
-        eval_tokens = tokenize_cached(evaluation, tokenizer, MAX_LENGTH, cache, TASK.text)
-        train_pad128, eval_pad128 = padded(frame), padded(evaluation)
+        train_all = tokenize_cached(frame, tokenizer, MAX_LENGTH, cache, TASK.text)
+        eval_all = tokenize_cached(evaluation, tokenizer, MAX_LENGTH, cache, TASK.text)
+        train_pad128_all, eval_pad128_all = padded(frame), padded(evaluation)
+        train_of = {p: train_all.select(range(steps[p] * BATCH)) for p in precisions}
+        eval_of = {p: eval_all.select(range(eval_examples[p])) for p in precisions}
         dynamic = DataCollatorWithPadding(tokenizer)
         fixed = DataCollatorWithPadding(tokenizer, padding="max_length", max_length=MAX_LENGTH)
         train_seconds: dict[str, list[float]] = defaultdict(list)
@@ -337,6 +365,9 @@ def main() -> None:
         for _ in range(args.rounds):
             for precision in precisions:
                 config, work = configs[precision], str(Path(tmp) / "hf")
+                train, eval_tokens = train_of[precision], eval_of[precision]
+                train_pad128 = train_pad128_all.select(range(len(train)))
+                eval_pad128 = eval_pad128_all.select(range(len(eval_tokens)))
                 peers: dict[str, tuple[Trainer, datasets.Dataset]] = {}
                 if precision == "32-true":
                     seconds, peer = peer_train(train_pad128, fixed, config, work, careful=False)
@@ -362,10 +393,8 @@ def main() -> None:
                     autocast=autocast,
                 )
                 eval_seconds[f"seedvar@{precision}"].append(seconds)
-        train_tokens = {name: real_tokens(train) for name in train_seconds}
-        eval_real = {name: real_tokens(eval_tokens) for name in eval_seconds}
-        results["train"] = median_throughput(train_seconds, len(frame), train_tokens)
-        results["eval"] = median_throughput(eval_seconds, len(evaluation), eval_real)
+        results["train"] = median_throughput(train_seconds, train_of)
+        results["eval"] = median_throughput(eval_seconds, eval_of)
         with_peak_fraction(results["train"], model, "train", peaks)
         with_peak_fraction(results["eval"], model, "predict", peaks)
         results["ratios_vs_careful_peer"] = {
@@ -378,9 +407,11 @@ def main() -> None:
         }
         reference = logits[f"peer_trainer_careful@{precisions[0]}"]
         results["eval_agreement_with_careful_peer_at_" + precisions[0]] = {
-            name: {
-                "same_label": float(np.mean(values.argmax(1) == reference.argmax(1))),
-                "max_abs_logit_difference": float(np.abs(values - reference).max()),
+            name: {  # on the pairs both predicted (fewer at a slow bf16)
+                "same_label": float(
+                    np.mean(values.argmax(1) == reference[: len(values)].argmax(1))
+                ),
+                "max_abs_logit_difference": float(np.abs(values - reference[: len(values)]).max()),
             }
             for name, values in logits.items()
         }
@@ -392,8 +423,7 @@ def main() -> None:
                 "growth_after_5_vs_after_1": after_each[-1] / after_each[0] - 1,
             }
 
-    device = "gpu" if gpu else "cpu"
-    out = REPO / "benchmarks" / "results" / f"throughput-{device}.json"
+    out = result_file(gpu)
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
     for phase in ("train", "eval"):

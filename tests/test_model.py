@@ -15,6 +15,7 @@ from seedvar.config import load_config
 from seedvar.data.sources import canonical, read_source
 from seedvar.data.tokenized import tokenize_cached
 from seedvar.pretrained import TINY_RANDOM, load_model, load_tokenizer
+from seedvar.training import device
 from seedvar.training.datamodule import NLIDataModule
 from seedvar.training.module import NLIClassifier
 from seedvar.training.predict import predict_logits
@@ -191,3 +192,22 @@ def test_a_local_model_with_another_head_gets_a_new_three_way_head(tmp_path: Pat
     assert model.classifier.weight.shape == (3, config.hidden_size)
     assert model.config.id2label == {0: "entailment", 1: "neutral", 2: "contradiction"}
     assert torch.equal(model.bert.pooler.dense.weight, two_way.bert.pooler.dense.weight)
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_bf16_asked_for_on_a_cpu_without_it_is_warned_about_and_auto_is_not(monkeypatch, native):
+    monkeypatch.setattr(device, "native_cpu_bf16", lambda: native)
+    forced = load_config(None, ["train.precision=bf16-mixed", "train.accelerator=cpu"])
+    warning = device.slow_bf16_here(forced)
+    if native:
+        assert warning is None
+    else:
+        assert warning.startswith("train.precision=bf16-mixed on a CPU without native bf16 (")
+        assert warning.endswith("'auto' picks fp32")
+        evaluation = forced.model_copy(
+            update={"train": forced.train.model_copy(update={"eval_precision": "bf16"})}
+        )
+        assert device.slow_bf16_here(evaluation).startswith(
+            "train.precision=bf16-mixed and train.eval_precision=bf16 on"
+        )
+    assert device.slow_bf16_here(load_config(None, ["train.accelerator=cpu"])) is None

@@ -19,7 +19,7 @@ from seedvar.config import Config
 from seedvar.metrics import validation_key
 from seedvar.pretrained import load_model
 from seedvar.training.datamodule import NLIDataModule
-from seedvar.training.device import resolve_precision, use_gpu
+from seedvar.training.device import resolve_precision, slow_bf16_here, use_gpu
 from seedvar.training.module import NLIClassifier
 
 
@@ -35,6 +35,8 @@ def fine_tune(
 
     `checkpoint`: a resumable checkpoint (training/resume.py) to continue from."""
     train = config.train
+    if slow := slow_bf16_here(config):
+        warnings.warn(slow, stacklevel=2)
     L.seed_everything(train.effective_init_seed, verbose=False)
     if use_gpu(config):
         torch.set_float32_matmul_precision("high")  # TF32 for what bf16 autocast keeps in fp32
