@@ -145,6 +145,27 @@ def reference(
     yield project, launch_report(report)
 
 
+def test_no_address_starts_a_ray_of_its_own_beside_a_running_cluster(cluster, tmp_path: Path):
+    """The cluster (4 nodes) is the newest Ray on this machine, which `ray.init()` would join."""
+    script = (
+        "from seedvar.config import load_config\n"
+        "from seedvar.scale.cluster import ray_session\n"
+        "with ray_session(load_config(None).ray) as info:\n"
+        "    print(len(info.nodes), info.address)\n"
+    )
+    environment = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=QUICK,
+        check=True,
+    )
+    assert done.stdout.split()[-2:] == ["1", "None"]
+
+
 def test_launch_trains_each_seed_once_and_dvc_repro_then_trains_nothing(cluster, reference):
     project, report = reference
     assert report["finished"] == SEEDS and report["already"] == []

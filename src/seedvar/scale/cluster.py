@@ -129,9 +129,10 @@ def chosen_where_seeds_run(ray: Any, config: Config, resources: SeedResources) -
 
 @contextmanager
 def ray_session(settings: RayConfig) -> Iterator[ClusterInfo]:
-    """Connect to the cluster at `ray.address` ("auto", "host:port", "ray://host:port"), or
-    with no address start a local Ray on this machine (every CPU and GPU); shut down on exit
-    what was started here."""
+    """Connect to the cluster at `ray.address` ("auto", "host:port", "ray://host:port") or at
+    RAY_ADDRESS, or with neither start a Ray of its own on this machine (every CPU and GPU),
+    even where another Ray runs there (`ray.init()` alone would join that one); shut down on
+    exit what was started here."""
     ray = import_ray()
     started_here = not ray.is_initialized()
     if started_here:
@@ -142,7 +143,7 @@ def ray_session(settings: RayConfig) -> Iterator[ClusterInfo]:
         niceness = {"_system_config": {"worker_niceness": 0}} if local else {}
         try:
             context = ray.init(
-                address=settings.address,
+                address="local" if local else settings.address,
                 log_to_driver=False,  # the tasks' training output stays in Ray's logs
                 logging_level=logging.WARNING,
                 **niceness,
