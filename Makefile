@@ -7,6 +7,7 @@ VENV    ?= .venv
 LOCK    ?= $(if $(shell command -v nvidia-smi),gpu,cpu)
 PROFILE ?=
 PYTEST_ARGS ?=
+PYTEST_WORKERS ?= 2
 DVC     ?= dvc
 # where `make lock` finds the CPU build of torch (this machine: PIP_FIND_LINKS, /opt/wheels)
 TORCH_CPU_WHEELS ?= $(or $(PIP_FIND_LINKS),https://download.pytorch.org/whl/cpu/torch/)
@@ -28,12 +29,12 @@ else
 	$(DVC) repro
 endif
 
-test: $(STAMP)  ## lint, format and type checks, docs build (if mkdocs.yml), pytest (PYTEST_ARGS='-m "not slow"')
+test: $(STAMP)  ## lint, format and type checks, docs build (if mkdocs.yml), pytest on PYTEST_WORKERS=2 workers (PYTEST_ARGS='-m "not slow"')
 	ruff check .
 	ruff format --check .
 	mypy
 	if [ -f mkdocs.yml ]; then NO_MKDOCS_2_WARNING=1 mkdocs build --strict; fi
-	python -m pytest $(PYTEST_ARGS)
+	python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 LOCK_FLAGS = pyproject.toml --extra dev --extra offline --extra ray --extra docs \
 	--constraint requirements/torch.txt --generate-hashes --python-version 3.11 \

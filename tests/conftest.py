@@ -24,6 +24,26 @@ OFFLINE = REPO / "data" / "offline"
 QUICK = 120  # a command that stops at an error before any work; git and dvc bookkeeping
 STUDY = 600  # a command that trains: a smoke seed, a smoke `dvc repro`, a smoke sweep
 
+# The modules that take longest, longest first (measured with `pytest -n 2`, docs/tests.md):
+# `make test` runs the suite on two workers, a module to a worker (`--dist loadfile`), and
+# starting these first lets the two finish together. Tests keep their order in a module.
+LONGEST_FIRST = [
+    "test_pipeline.py",
+    "test_ray.py",
+    "test_sweep.py",
+    "test_integrity.py",
+    "test_fencing.py",
+    "test_dvc.py",
+    "test_safety.py",
+    "test_readme.py",
+]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest modules first (see LONGEST_FIRST), the others after them as collected."""
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 @pytest.fixture
 def study_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
