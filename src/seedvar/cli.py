@@ -15,6 +15,7 @@ from seedvar import __version__
 from seedvar.config import Config, load_config, profile_names
 from seedvar.declared import shown_columns
 from seedvar.errors import ConfigError, SeedvarError
+from seedvar.interrupts import catch_ctrl_c
 from seedvar.preflight import preflight
 
 DEFAULT_PARAMS = Path("params.yaml")
@@ -303,6 +304,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `seedvar` console script: a user's mistake is one line, exit 2."""
     args = build_parser().parse_args(argv)
+    catch_ctrl_c()
     try:
         return COMMANDS[args.command](args)
     except SeedvarError as error:

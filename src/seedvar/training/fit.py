@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 import warnings
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from lightning.pytorch.loggers import Logger
 from transformers import PreTrainedModel
 
 from seedvar.config import Config
+from seedvar.interrupts import catch_ctrl_c, raise_if_lost
 from seedvar.metrics import validation_key
 from seedvar.pretrained import load_model
 from seedvar.training.datamodule import NLIDataModule
@@ -77,7 +77,7 @@ def fine_tune(
         enable_checkpointing=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
-        callbacks=[TQDMProgressBar(), *callbacks],
+        callbacks=[TQDMProgressBar(), RaiseLostCtrlC(), *callbacks],
     )
     with warnings.catch_warnings():  # Lightning 2.6 calls a torch API torch 2.13 deprecates
         warnings.filterwarnings("ignore", module="lightning.pytorch.utilities._pytree")
@@ -88,9 +88,16 @@ def fine_tune(
                 raise
             # Lightning turns Ctrl-C into exit(1) and ignores SIGINT from then on; callers
             # (a sweep's trial, a run's status) need the interrupt itself
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            catch_ctrl_c()
             raise KeyboardInterrupt from None
     return module.model
+
+
+class RaiseLostCtrlC(L.Callback):
+    """Raise, before the next batch, a Ctrl-C that Python lost where it landed."""
+
+    def on_train_batch_start(self, *args: object) -> None:
+        raise_if_lost()
 
 
 def total_steps(examples: int, batch_size: int, epochs: int, max_steps: int | None) -> int:
