@@ -25,8 +25,9 @@ QUICK = 120  # a command that stops at an error before any work; git and dvc boo
 STUDY = 600  # a command that trains: a smoke seed, a smoke `dvc repro`, a smoke sweep
 
 # The modules that take longest, longest first (measured with `pytest -n 2`, docs/tests.md):
-# `make test` runs the suite on two workers, a module to a worker (`--dist loadfile`), and
-# starting these first lets the two finish together. Tests keep their order in a module.
+# `PYTEST_WORKERS=2 make test` runs the suite on two workers, a module to a worker (`--dist
+# loadfile`), and starting these first lets the two finish together. Tests keep their order in
+# a module.
 LONGEST_FIRST = [
     "test_pipeline.py",
     "test_ray.py",
