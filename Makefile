@@ -29,7 +29,7 @@ else
 	$(DVC) repro
 endif
 
-test: $(STAMP)  ## lint, format and type checks, docs build (if mkdocs.yml), pytest (PYTEST_WORKERS=2: on 2 workers) (PYTEST_ARGS='-m "not slow"')
+test: $(STAMP)  ## lint, format and type checks, docs build (if mkdocs.yml), pytest (PYTEST_ARGS='-m "not slow"'; PYTEST_WORKERS=2: on 2 workers)
 	ruff check .
 	ruff format --check .
 	mypy

@@ -115,13 +115,12 @@ def real_pairs(examples: int, cache: Path) -> datasets.Dataset:
 
 def training_batches(pairs: datasets.Dataset) -> Iterable[dict[str, torch.Tensor]]:
     """The batches a seed trains on: length-grouped, each padded to its longest pair."""
-    train = recipe(1).train
     module = NLIDataModule(
         pairs,
-        pairs,
+        pairs,  # validation: not used here
         load_tokenizer(OFFLINE_MINILM).pad_token_id,
         BATCH,
-        train.eval_batch_size,
+        BATCH,
         data_seed=0,
         group_by_length=True,
     )
@@ -157,6 +156,7 @@ class Stepper:
 
 
 def fresh_model() -> PreTrainedModel:
+    """The offline MiniLM as a seed starts from it (init seed 0)."""
     return load_model(OFFLINE_MINILM, 0, load_config(None).task.labels)
 
 
