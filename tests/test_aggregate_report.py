@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from seedvar.config import Config, load_config
 from seedvar.errors import SeedvarError
 from seedvar.study.aggregate import aggregate, flat_headline
-from seedvar.study.components import components
+from seedvar.study.components import DRAWS
 from seedvar.study.evaluate import prediction_frame, prediction_metrics
 from seedvar.study.report import plot_groups, plot_scatter, write_report
 from tests.conftest import OFFLINE
@@ -132,7 +133,27 @@ def test_aggregate_writes_every_table(results):
     assert decision["rule"] == "near chance"  # random logits: MNLI-m at chance
     assert decision["numbers"]["column"] == "MNLI dev acc."
     assert decision["numbers"]["mean"] == pytest.approx(seeds["MNLI dev acc."].mean())
-    assert decision["design"] == {"reference": ["MNLI dev acc."], "tested": NONENT, "chance": 1 / 3}
+    assert decision["design"] == {
+        "reference": ["MNLI dev acc."],
+        "tested": NONENT,
+        "majority": {c: pytest.approx(1 / 3) for c in ("MNLI dev acc.", "MNLI-mm acc.")},
+        "bias_free": {c: f"{c} [bias-free]" for c in NONENT},
+    }
+    # each seed's bias-free accuracy, recomputed from its accuracy on the two labels of its
+    # heuristic (20 entailed, 20 non-entailed examples each): Phi((z(a) + z(b)) / 2)
+    for label in ("Lexical", "Constituent"):
+        entailed, nonent = seeds[f"{label} (entailed)"], seeds[f"{label} (nonent)"]
+        z = stats.norm.ppf((entailed * 20 + 0.5) / 21) + stats.norm.ppf((nonent * 20 + 0.5) / 21)
+        assert seeds[f"{label} (nonent) [bias-free]"].tolist() == pytest.approx(
+            stats.norm.cdf(z / 2).tolist()
+        )
+        assert seeds[f"{label} (nonent) [other labels]"].tolist() == entailed.tolist()
+    noise = {row["column"]: row["noise_std"] for row in decision["columns"]}
+    assert set(decision["noise_method"].values()) <= {
+        "paired bootstrap over examples",
+        "paired bootstrap over examples, within strata",
+    }
+    assert 0 < noise["Lexical (nonent)"] < 0.5 and 0 < noise["MNLI dev acc."] < 0.2
     scatter = pd.read_csv(results_dir / "scatter.csv")
     assert scatter["diagnostic accuracy"].tolist() == seeds["Lexical (nonent)"].tolist()
     assert "Infinity" not in (results_dir / "verdict.json").read_text()
@@ -146,7 +167,7 @@ def test_report_files_and_one_point_per_seed(results):
         assert {f"{plot}.png", f"{plot}.svg"} <= names
         assert (results_dir.parent / "report" / f"{plot}.png").stat().st_size > 10_000
     page = (results_dir.parent / "report" / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 7 and "Across 4 seeds" in page
+    assert page.count("data:image/png;base64,") == 8 and "Across 4 seeds" in page
     for plot in ("best_of_n", "components", "trajectories"):
         assert (results_dir.parent / "report" / f"{plot}.png").stat().st_size > 10_000
     markdown = (results_dir.parent / "report" / "report.md").read_text()
@@ -201,7 +222,9 @@ def test_aggregate_refuses_seeds_evaluated_on_other_subcases(tmp_path: Path):
 
 def test_a_factorial_study_splits_its_seed_variance(tmp_path: Path):
     """A 3 x 3 factorial design of synthetic seeds, each with a trajectory: components per
-    column as components() computes them on the table's cells, trajectories gathered."""
+    column as two-way ANOVA by hand gives them on seeds.csv (init on rows: job k is init
+    k // 3, data order k % 3), the interaction net of the paired noise or noted, init against
+    data order as the F test, best of n over the diagonal cells only, trajectories gathered."""
     config = load_config(
         None,
         [
@@ -228,16 +251,36 @@ def test_a_factorial_study_splits_its_seed_variance(tmp_path: Path):
 
     table = pd.read_csv(tmp_path / "results" / "components.csv")
     assert set(table["source"]) == {"init", "data order", "interaction"}
-    assert len(table) == 3 * len(pd.read_csv(tmp_path / "results" / "comparison.csv"))
-    seeds = pd.read_csv(tmp_path / "results" / "seeds.csv")
+    compared = pd.read_csv(tmp_path / "results" / "comparison.csv")["column"]
+    assert len(table) == 3 * sum(not c.endswith("[other labels]") for c in compared)
+    seeds = pd.read_csv(tmp_path / "results" / "seeds.csv").sort_values("seed")
     decision = json.loads((tmp_path / "results" / "verdict.json").read_text())
-    noise = {c["column"]: c["noise_std"] for c in decision["columns"]}
+    noise = {c["column"]: c["noise_std"] ** 2 for c in decision["columns"]}
     column = "Lexical (nonent)"
-    expected = components(column, seeds[column].to_numpy().reshape(3, 3), noise[column] ** 2)
+    cells = seeds[column].to_numpy().reshape(3, 3)
+    rows_mean, cols_mean, grand = cells.mean(axis=1), cells.mean(axis=0), cells.mean()
+    ms_init = 3 * ((rows_mean - grand) ** 2).sum() / 2
+    ms_order = 3 * ((cols_mean - grand) ** 2).sum() / 2
+    ms_residual = ((cells - rows_mean[:, None] - cols_mean + grand) ** 2).sum() / 4
     rows = table[table["column"] == column].set_index("source")
-    for component in expected:
-        assert rows.loc[component.source, "std"] == pytest.approx(component.std)
-        assert rows.loc[component.source, "std_high"] == pytest.approx(component.std_high)
+    assert rows.loc["init", "std"] == pytest.approx(np.sqrt(max(ms_init - ms_residual, 0) / 3))
+    assert rows.loc["data order", "std"] == pytest.approx(
+        np.sqrt(max(ms_order - ms_residual, 0) / 3)
+    )
+    interaction = np.sqrt(max(ms_residual - noise[column], 0))
+    assert rows.loc["interaction", "std"] == pytest.approx(interaction, abs=1e-9)
+    assert pd.notna(rows.loc["interaction", "note"]) == (noise[column] > ms_residual)
+    if ms_order > 0:
+        below = stats.f.cdf(ms_init / ms_order, 2, 2)
+        assert rows.loc["init", "init_vs_order_p"] == pytest.approx(
+            max(2 * min(below, 1 - below), 1 / DRAWS), abs=0.01
+        )
+
+    curves = pd.read_csv(tmp_path / "results" / "best_of_n.csv").query("runs == 'ours'")
+    assert set(curves["pool"]) == {"over the 3 diagonal cells (no shared init or data seed)"}
+    assert curves["n"].max() == 3
+    best = curves.query("column == @column and curve == 'best' and n == 3")["mean"].item()
+    assert best == pytest.approx(seeds.set_index("seed").loc[[0, 4, 8], column].max())
 
     spread = pd.read_csv(tmp_path / "results" / "trajectories.csv")
     at_ten = spread[(spread["column"] == column) & (spread["step"] == 10)].iloc[0]
@@ -246,5 +289,9 @@ def test_a_factorial_study_splits_its_seed_variance(tmp_path: Path):
     assert spread[spread["step"] == 0]["std"].item() == 0.0
     written = write_report(config, tmp_path / "results", tmp_path / "report")
     markdown = next(p for p in written if p.name == "report.md").read_text()
-    assert f"Which seed matters (seed std by source, 95 % intervals): {column}: init" in markdown
+    assert (
+        "Which seed matters (seed std by source, 95 % intervals; init against data order "
+        "tested, Holm corrected over 3 columns at family-wise 0.05): " in markdown
+    )
+    assert "Best of n over the 3 diagonal cells (no shared init or data seed)" in markdown
     assert f"{column} std 0.0% at step 0, widest 5.5% at step 10" in markdown

@@ -1,49 +1,73 @@
-"""Evaluation noise resampling templates or subcases, and its place in the verdict."""
+"""Evaluation noise between seeds on a shared set: the paired bootstrap against known truths."""
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from seedvar.study.noise import cluster_noise_var, cluster_of
-from seedvar.study.verdict import seed_variance
+from seedvar.metrics import accuracy_of_counts, bias_free_accuracy
+from seedvar.study.noise import Scored, binomial_noise, paired_noise
+from seedvar.study.simulate import TESTED, Truth, study
 
 
-def test_independent_examples_give_the_binomial_noise():
+def test_identical_seeds_have_zero_noise():
     rng = np.random.default_rng(0)
-    correct = rng.random((5, 4000)) < 0.7
-    clusters = np.repeat(np.arange(400), 10)  # clusters of 10 independent examples
-    binomial = np.mean([row.mean() * (1 - row.mean()) / 4000 for row in correct])
-    assert cluster_noise_var(correct, clusters) == pytest.approx(binomial, rel=0.1)
+    predicted = np.repeat((rng.random(2000) < 0.5).astype(int)[None, :], 5, axis=0)
+    found = paired_noise(Scored(np.repeat([0, 1], 1000), predicted, 2), accuracy_of_counts)
+    assert found.paired_var == 0.0
+    assert found.single_var.min() > 0  # each seed alone still has its sampling error
 
 
-def test_templates_answered_alike_give_the_noise_of_their_count():
-    """Every example of a template right or wrong together: 200 templates of 10 examples
-    have the noise of 200 examples, 10 times the binomial of 2,000."""
+def test_independent_seeds_on_independent_examples_give_the_binomial_noise():
     rng = np.random.default_rng(1)
-    correct = np.repeat(rng.random(200) < 0.5, 10)[None, :].repeat(3, axis=0)
-    noise = cluster_noise_var(correct, np.repeat(np.arange(200), 10))
-    assert noise == pytest.approx(0.25 / 200, rel=0.15)
-    assert noise > 8 * 0.25 / 2000
-    assert cluster_noise_var(correct, np.zeros(2000)) is None  # one cluster: none
+    gold = np.zeros(4000, dtype=int)
+    predicted = (rng.random((6, 4000)) < 0.3).astype(int)  # right 70 %, independently
+    found = paired_noise(Scored(gold, predicted, 2), accuracy_of_counts)
+    binomial = binomial_noise(found.values, 4000)
+    assert found.paired_var == pytest.approx(binomial.paired_var, rel=0.15)
 
 
-def test_the_first_cluster_column_with_values_is_used():
-    examples = pd.DataFrame({"template": [None, None], "subcase": ["a", "b"]})
-    assert cluster_of(examples, ["template", "subcase"]) == "subcase"
-    assert cluster_of(examples.assign(template=["t1", "t2"]), ["template", "subcase"]) == "template"
-    assert cluster_of(examples, ["heuristic"]) is None
+def test_on_a_shared_set_the_paired_noise_is_the_spread_of_seeds_without_a_seed_effect():
+    """300 simulated studies of 12 seeds with no seed effect on a set where examples pull all
+    seeds alike: the observed variance across seeds averages to the paired noise (within 10 %),
+    while the binomial overstates it by more than a third."""
+    observed, paired, binomial = [], [], []
+    for index in range(300):
+        table, noise, _ = study(Truth(examples=500, shared=1.0), index, resamples=100)
+        observed.append(table[TESTED].var(ddof=1))
+        paired.append(noise[TESTED].paired_var)
+        binomial.append(binomial_noise(table[TESTED].to_numpy(), 500).paired_var)
+    assert np.mean(paired) == pytest.approx(np.mean(observed), rel=0.1)
+    assert np.mean(binomial) > 1.33 * np.mean(observed)
 
 
-def test_the_seed_std_is_net_of_the_larger_noise():
-    table = pd.DataFrame({"x": [0.50, 0.55, 0.60, 0.65]})
-    plain = seed_variance(table, {"x": 1000})[0]
-    clustered = seed_variance(table, {"x": 1000}, clustered={"x": 0.04**2})[0]
-    assert plain.noise_std == plain.binomial_noise_std and plain.cluster_noise_std is None
-    assert clustered.noise_std == pytest.approx(0.04) and clustered.cluster_noise_std == 0.04
-    assert clustered.seed_std is not None and plain.seed_std is not None
-    assert clustered.seed_std == pytest.approx(np.sqrt(table["x"].var() - 0.04**2))
-    assert clustered.seed_std < plain.seed_std
-    smaller = seed_variance(table, {"x": 1000}, clustered={"x": 1e-6})[0]
-    assert smaller.noise_std == plain.noise_std  # below the binomial: the binomial stands
+def test_clusters_answered_alike_count_as_one_unit_and_strata_keep_their_sizes():
+    """Templates of 10 examples answered alike by each seed: the noise is that of 200 units,
+    about 10 times what the examples alone would say; resampling within strata that hold
+    one label each keeps the label counts, so a stratified bias-free noise stays finite."""
+    rng = np.random.default_rng(2)
+    per_template = (rng.random((4, 200)) < 0.5).astype(int)
+    predicted = np.repeat(per_template, 10, axis=1)
+    gold = np.zeros(2000, dtype=int)
+    templates = np.repeat(np.arange(200), 10)
+    clustered = paired_noise(Scored(gold, predicted, 2, templates), accuracy_of_counts)
+    alone = paired_noise(Scored(gold, predicted, 2), accuracy_of_counts)
+    assert clustered.paired_var == pytest.approx(10 * alone.paired_var, rel=0.3)
+    gold = np.repeat([0, 1], 1000)
+    strata = np.repeat(["a", "b"], 1000)
+    found = paired_noise(Scored(gold, predicted, 2, None, strata), bias_free_accuracy)
+    assert np.isfinite(found.paired_var) and found.method.endswith("within strata")
+
+
+def test_bias_free_accuracy_ignores_a_pure_threshold_and_reads_chance_as_half():
+    """Two labels, equal-variance signal detection: seeds with d' = 1 and criteria from -1 to
+    1 have accuracies on label 1 from 31 % to 93 % and one bias-free accuracy, Phi(1/2)."""
+    from scipy.stats import norm
+
+    for criterion in (-1.0, 0.0, 1.0):
+        hit_1, hit_0 = norm.cdf(0.5 - criterion), norm.cdf(0.5 + criterion)
+        n = 10**6
+        counts = np.array([[hit_0 * n, (1 - hit_0) * n], [(1 - hit_1) * n, hit_1 * n]])
+        assert bias_free_accuracy(counts) == pytest.approx(norm.cdf(0.5), abs=1e-4)
+    answers_at_random = np.array([[300.0, 700.0], [300.0, 700.0]])
+    assert bias_free_accuracy(answers_at_random) == pytest.approx(0.5, abs=1e-3)

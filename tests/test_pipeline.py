@@ -72,7 +72,7 @@ def test_dvc_repro_runs_the_study_and_reruns_only_what_changed(reproduced: tuple
     assert seeds["seed"].tolist() == [0, 1, 2] and "ln_subject/object_swap" in seeds
     headline = json.loads((project / "results" / "headline.json").read_text())
     assert headline["seeds"]["count"] == 3 and "hans/lexical_nonent" in headline
-    assert headline["verdict"]["outcome"] in ("reproduces", "does not reproduce", "inconclusive")
+    assert headline["verdict"]["outcome"] == "inconclusive"  # 3 seeds: never conclusive
     for name in ("report.html", "report.md", "groups.png", "std.svg"):
         assert (project / "report" / name).is_file()
     assert "mnli/matched_accuracy" in run_ok("dvc", "metrics", "show", cwd=project)
@@ -258,12 +258,9 @@ def test_each_offline_study_runs_through_dvc_repro_at_smoke_size(
     decision = json.loads((project / "results" / "verdict.json").read_text())
     assert decision["design"]["reference"] == [in_distribution]
     assert set(diagnostic) <= set(decision["design"]["tested"])
-    assert decision["rule"] in (
-        "one class",
-        "near chance",
+    # a smoke study has fewer than 10 seeds: no conclusive outcome, whatever the rule
+    assert decision["outcome"] == "inconclusive" and decision["rule"] not in (
         "passes",
-        "sets too small",
-        "too few seeds",
         "none passes",
     )
     sets = {path.stem for path in (project / "results" / "agreement").iterdir()}

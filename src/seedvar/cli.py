@@ -88,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     aggregate = command("aggregate", "gather the study's seeds into tables and statistics")
     _path_option(aggregate, "--results", "results", "where the aggregated results go")
 
+    decide = command(
+        "verdict",
+        "the verdict on a per-run table of accuracies alone (a published one, or a study "
+        "whose predictions are gone): binomial noise, bias-free columns from per-label columns",
+    )
+    decide.add_argument("table", type=Path, help="a CSV, one row per run, the study's columns")
+    decide.add_argument("--json", type=Path, help="also write the verdict to this JSON file")
+
     report = command("report", "plots and report.html from the aggregated results")
     _path_option(report, "--results", "results", "the folder of aggregated results")
     _path_option(report, "--output", "report", "where the plots and the report go")
@@ -199,6 +207,23 @@ def _aggregate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verdict(args: argparse.Namespace) -> int:
+    config = _config(args)
+    from seedvar.data.io import read_table
+    from seedvar.data.sets import load_evaluation_sets
+    from seedvar.study.aggregate import verdict_record, write_json
+    from seedvar.study.evidence import from_rates
+    from seedvar.study.verdict import verdict
+
+    table = read_table(args.table)
+    evidence = from_rates(config, table, load_evaluation_sets(config)[0])
+    decision = verdict(evidence.table, evidence.noise, evidence.design)
+    if args.json:
+        write_json(args.json, verdict_record(decision, evidence))
+    print(f"{len(table)} runs of {args.table}: {decision.text}")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     config = _config(args)
     from seedvar.study.report import report_study
@@ -298,6 +323,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": _report,
     "sweep": _sweep,
     "launch": _launch,
+    "verdict": _verdict,
 }
 
 

@@ -85,8 +85,11 @@ class Diagnostic(Section):
     highlight: list[str] = []  # columns shown beside the headline, not tested
     stratify: str | None = None  # the group to subsample evenly over (data.max_eval_examples)
     # groups its examples were generated in, finest first: the evaluation noise resamples the
-    # first one the set has values of (HANS: templates, else subcases)
+    # first one the set has values of as units (HANS: templates), else single examples
     clusters: list[str] = Field(default=[], json_schema_extra={"recipe": "no"})  # analysis only
+    # the group the set was designed in (HANS: subcases of 1,000 each): every resample of the
+    # evaluation noise keeps its sizes, since they were fixed, not drawn
+    strata: str | None = Field(default=None, json_schema_extra={"recipe": "no"})
 
 
 class Reference(Section):
@@ -207,6 +210,8 @@ def _group_problems(name: str, diagnostic: Diagnostic) -> list[str]:
     for cluster in diagnostic.clusters:
         if cluster not in diagnostic.groups:
             found.append(f"diagnostics.{name}.clusters: {cluster!r} is not a group of {name}")
+    if diagnostic.strata is not None and diagnostic.strata not in diagnostic.groups:
+        found.append(f"diagnostics.{name}.strata: {diagnostic.strata!r} is not a group of {name}")
     return found
 
 

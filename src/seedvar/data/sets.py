@@ -44,26 +44,37 @@ class StudySets:
 def load_study_sets(config: Config) -> StudySets:
     """Load (and subsample, if configured) every set; raises DataError before any training."""
     task, data = config.task, config.data
+    evaluation, whole = load_evaluation_sets(config)
+    validation = subsample(whole[task.validation], data.max_val_examples)
+    train = subsample(load_task_set(config, task.train), data.max_train_examples)
+    if data.augment_examples:
+        diagnostics = {name: whole[name] for name in config.diagnostics}
+        train = pd.concat([train, augmentation(config, diagnostics)], ignore_index=True)
+    return StudySets(train, validation, evaluation)
+
+
+def load_evaluation_sets(
+    config: Config,
+) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
+    """The evaluation sets as evaluated (the task's, then the diagnostics: subsampled), and
+    the same sets whole (validation draws from them; augmentation must be disjoint from
+    them)."""
+    task, data = config.task, config.data
     downloads = Path(data.cache_dir) / "downloads"
-    evaluation = {
+    whole = {
         name: load_task_set(config, declared.source, declared.fields)
         for name, declared in task.evaluation.items()
     }
-    validation = subsample(evaluation[task.validation], data.max_val_examples)
-    evaluation = {name: subsample(f, data.max_eval_examples) for name, f in evaluation.items()}
-    diagnostics = {}  # whole, before subsampling: what augmentation must be disjoint from
+    evaluation = {name: subsample(f, data.max_eval_examples) for name, f in whole.items()}
     for name, diagnostic in config.diagnostics.items():
         frame, origin = read_source(diagnostic.source, downloads)
         groups = {group: declared.optional for group, declared in diagnostic.groups.items()}
         fields = diagnostic.fields or task.fields
-        diagnostics[name] = canonical(frame, fields, task.text, diagnostic.labels, origin, groups)
-        check_groups(diagnostics[name], diagnostic, origin)
-        check_headline(diagnostics[name], diagnostic, name)
-        evaluation[name] = subsample(diagnostics[name], data.max_eval_examples, diagnostic.stratify)
-    train = subsample(load_task_set(config, task.train), data.max_train_examples)
-    if data.augment_examples:
-        train = pd.concat([train, augmentation(config, diagnostics)], ignore_index=True)
-    return StudySets(train, validation, evaluation)
+        whole[name] = canonical(frame, fields, task.text, diagnostic.labels, origin, groups)
+        check_groups(whole[name], diagnostic, origin)
+        check_headline(whole[name], diagnostic, name)
+        evaluation[name] = subsample(whole[name], data.max_eval_examples, diagnostic.stratify)
+    return evaluation, whole
 
 
 def load_task_set(

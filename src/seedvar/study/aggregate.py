@@ -18,10 +18,17 @@ from seedvar.declared import in_distribution_name, primary_column, primary_set, 
 from seedvar.errors import SeedvarError
 from seedvar.metrics import MAJORITY_SHARE, Column, diagnostic_columns, majority_share_column
 from seedvar.study.analysis import agreement, compare_spread, describe, multibootstrap
+from seedvar.study.evidence import Evidence, answers, from_predictions
 from seedvar.study.further import Noise, write_further
 from seedvar.study.job import SeedJob
-from seedvar.study.noise import cluster_noise_var, cluster_of
-from seedvar.study.verdict import Correlation, Design, Prediction, correlate, predicts, verdict
+from seedvar.study.verdict import (
+    Correlation,
+    Prediction,
+    Verdict,
+    correlate,
+    predicts,
+    verdict,
+)
 
 SCATTER_X, SCATTER_Y = "in-distribution accuracy", "diagnostic accuracy"  # results/scatter.csv
 
@@ -87,19 +94,8 @@ def correct_matrix(
     runs_dir: Path, seeds: list[int], eval_set: str
 ) -> tuple[pd.DataFrame, np.ndarray]:
     """The examples of one set (from the first seed) and a seeds x examples matrix of hits."""
-    frames = [
-        pd.read_parquet(SeedJob(runs_dir, seed).folder / "predictions" / f"{eval_set}.parquet")
-        for seed in seeds
-    ]
-    examples = frames[0].drop(columns=[c for c in frames[0].columns if c.startswith("logit_")])
-    for seed, frame in zip(seeds, frames, strict=True):
-        if not frame["id"].equals(examples["id"]):
-            raise SeedvarError(
-                f"seed {seed} was evaluated on other {eval_set} examples than seed {seeds[0]}; "
-                "aggregate only seeds of one study (same data settings)"
-            )
-    correct = np.stack([(f["gold"] == f["predicted"]).to_numpy() for f in frames])
-    return examples.drop(columns=["predicted"]), correct
+    examples, predicted = answers(runs_dir, seeds, eval_set)
+    return examples, predicted == examples["gold"].to_numpy()[None, :]
 
 
 def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, object]:
@@ -117,6 +113,8 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
     )
     config = as_trained(config, runs_dir)
     require_one_recipe(config, runs_dir, seeds)
+    evidence = from_predictions(config, runs_dir, table)
+    table, design = evidence.table, evidence.design
     table.to_csv(results_dir / "seeds.csv", index=False)
     columns = SeedJob(runs_dir, seeds[0]).finished_columns()
     accuracies = [c for c in columns if not c.name.startswith(MAJORITY_SHARE)]
@@ -126,50 +124,31 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
 
     numeric = [c for c in table.columns if c != "seed"]
     summary = describe(table, numeric)
-    _write_json(results_dir / "summary.json", {"seeds": seeds, "columns": summary.to_dict("index")})
+    write_json(results_dir / "summary.json", {"seeds": seeds, "columns": summary.to_dict("index")})
     correlation_table(correlate(table, base, diagnostic)).to_csv(
         results_dir / "correlations.csv", index=False
     )
-    clustered = _write_agreement(config, runs_dir, results_dir, accuracies)
+    _write_agreement(config, runs_dir, results_dir, accuracies)
 
     compared = [c for c in table.columns if c in numeric and not c.startswith(MAJORITY_SHARE)]
     comparison = compare_spread(table, paper, compared, base)
     comparison.to_csv(results_dir / "comparison.csv", index_label="column")
 
-    design = study_design(config)
-    sizes = {column.name: column.size for column in accuracies}
-    shares = {
-        name: table[majority_share_column(name)].tolist()
-        for name in task.evaluation
-        if majority_share_column(name) in table
-    }
-    decision = verdict(table, sizes, design, shares, clustered=clustered)
-    noise = Noise(sizes, clustered)
-    write_further(config, table, runs_dir, results_dir, noise, design.tested, paper)
+    decision = verdict(table, evidence.noise, design, prediction_shares(config, table))
+    variance = {column: found.paired_var for column, found in evidence.noise.items()}
+    write_further(config, table, runs_dir, results_dir, Noise(variance), design.tested, paper)
     overall = [
         c.name for c in accuracies if c.set in config.diagnostics and c.key.endswith("/overall")
     ]
     predicted = [*design.tested, *overall]
-    _write_json(
-        results_dir / "verdict.json",
-        {
-            "outcome": decision.outcome,
-            "reason": decision.text,
-            "rule": decision.reason.rule,
-            "numbers": decision.reason.numbers,
-            "margin": decision.margin,
-            "min_seeds": decision.min_seeds,
-            "design": asdict(design),
-            "columns": [asdict(column) for column in decision.columns],
-            "tests": [asdict(test) for test in decision.tests],
-            "predicts": _prediction(predicts(table, base, predicted)),
-            "reference_predicts": (
-                _prediction(predicts(paper, base, [c for c in predicted if c in paper]))
-                if paper is not None and base in paper
-                else None
-            ),
-        },
+    record = verdict_record(decision, evidence)
+    record["predicts"] = _prediction(predicts(table, base, predicted))
+    record["reference_predicts"] = (
+        _prediction(predicts(paper, base, [c for c in predicted if c in paper]))
+        if paper is not None and base in paper
+        else None
     )
+    write_json(results_dir / "verdict.json", record)
     scatter = pd.DataFrame(
         {"seed": table["seed"], SCATTER_X: table[base], SCATTER_Y: table[design.tested[0]]}
     )
@@ -182,30 +161,45 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
     }
     headline["seeds"] = {"count": len(seeds)}
     headline["verdict"] = {"outcome": decision.outcome}
-    _write_json(results_dir / "headline.json", headline)
+    write_json(results_dir / "headline.json", headline)
     return headline
 
 
-def study_design(config: Config) -> Design:
-    """What the verdict compares: the in-distribution headline columns with every diagnostic
-    set's headline columns, at the task's chance accuracy."""
-    task = config.task
-    reference = tuple(in_distribution_name(n, d) for n, d in task.evaluation.items() if d.headline)
-    tested = tuple(c for d in config.diagnostics.values() for c in d.headline)
-    return Design(reference, tested, 1 / len(task.labels))
+def verdict_record(decision: Verdict, evidence: Evidence) -> dict[str, object]:
+    """verdict.json's content: the outcome, its reason (words, rule, numbers), the design,
+    how each column's noise was estimated, every column's variance and every test."""
+    return {
+        "outcome": decision.outcome,
+        "reason": decision.text,
+        "rule": decision.reason.rule,
+        "numbers": decision.reason.numbers,
+        "margin": decision.margin,
+        "min_seeds": decision.min_seeds,
+        "design": asdict(evidence.design),
+        "noise_method": {c: found.method for c, found in evidence.noise.items()},
+        "columns": [asdict(column) for column in decision.columns],
+        "tests": [asdict(test) for test in decision.tests],
+    }
+
+
+def prediction_shares(config: Config, table: pd.DataFrame) -> dict[str, list[float]]:
+    """Per in-distribution set, each seed's share of its most frequent predicted label."""
+    return {
+        name: table[majority_share_column(name)].tolist()
+        for name in config.task.evaluation
+        if majority_share_column(name) in table
+    }
 
 
 def _write_agreement(
     config: Config, runs_dir: Path, results_dir: Path, columns: list[Column]
-) -> dict[str, float]:
+) -> None:
     """How many seeds got each example right (results/agreement/<set>.csv), for the primary
     in-distribution set and every diagnostic set; Multi-Bootstrap accuracy and interval of
-    every diagnostic column (results/multibootstrap.csv). Returns the cluster bootstrap's
-    noise variance of each diagnostic column whose set declares clusters."""
+    every diagnostic column (results/multibootstrap.csv)."""
     folder = results_dir / "agreement"
     folder.mkdir(exist_ok=True)
     rows = []
-    clustered: dict[str, float] = {}
     for set_name in (primary_set(config.task), *config.diagnostics):
         examples, correct = correct_matrix(runs_dir, config.seeds, set_name)
         examples["n_correct"] = agreement(correct)
@@ -214,17 +208,8 @@ def _write_agreement(
         if set_name not in config.diagnostics:
             continue
         masks = dict(diagnostic_masks(config, set_name, examples))
-        cluster = cluster_of(examples, config.diagnostics[set_name].clusters)
         for column in [c for c in columns if c.set == set_name]:
-            mask = masks[column.name]
-            mean, low, high = multibootstrap(correct[:, mask])
-            noise = (
-                cluster_noise_var(correct[:, mask], examples[cluster].to_numpy()[mask])
-                if cluster
-                else None
-            )
-            if noise is not None:
-                clustered[column.name] = noise
+            mean, low, high = multibootstrap(correct[:, masks[column.name]])
             rows.append(
                 {
                     "set": set_name,
@@ -235,7 +220,6 @@ def _write_agreement(
                 }
             )
     pd.DataFrame(rows).to_csv(results_dir / "multibootstrap.csv", index=False)
-    return clustered
 
 
 def diagnostic_masks(
@@ -259,7 +243,7 @@ def _headline(stats: pd.Series) -> dict[str, float]:
     return {name: float(stats[name]) for name in ("mean", "std", "min", "max")}
 
 
-def _write_json(path: Path, content: object) -> None:
+def write_json(path: Path, content: object) -> None:
     """JSON without NaN or inf (an undefined number is written as null)."""
     path.write_text(json.dumps(_finite(content), indent=2, allow_nan=False))
 

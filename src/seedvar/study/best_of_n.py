@@ -4,8 +4,9 @@ seeds (pure functions, no I/O).
 Of N trained seeds, draw n without replacement. `expected_best`: the expected largest value
 among them. `expected_chosen`: the expected value of another column for the seed of the n with
 the best `by` column, the model one would keep by in-distribution validation. Both are exact
-averages over all C(N, n) subsets, with the std across subsets as the band. Seeds tied on `by`
-are chosen among at random (by symmetry, exactly the ties' mean of the target and of its
+averages over all C(N, n) subsets; the std across subsets is their spread (0 at n = N, not an
+uncertainty), and `bootstrap_se` the standard error from resampling the seeds. Seeds tied on
+`by` are chosen among at random (by symmetry, exactly the ties' mean of the target and of its
 square).
 """
 
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy.special import gammaln
+
+RESAMPLES = 500  # bootstrap resamples of the seeds; fixed RNG seed, so the SEs are reproducible
 
 
 @dataclass(frozen=True)
@@ -59,19 +62,59 @@ def expected_best(values: np.ndarray) -> Curve:
     return expected_chosen(values, values)
 
 
-def best_of_n_table(table: pd.DataFrame, by: str, columns: list[str]) -> pd.DataFrame:
+def bootstrap_se(
+    by: np.ndarray, target: np.ndarray, resamples: int = RESAMPLES, seed: int = 0
+) -> np.ndarray:
+    """Standard error of the `expected_chosen` curve, n = 1 .. N: its std (ddof 1) over
+    `resamples` resamples of the seeds' rows with replacement."""
+    by, target = np.asarray(by, dtype=float), np.asarray(target, dtype=float)
+    count = len(by)
+    rows = np.random.default_rng(seed).integers(0, count, size=(resamples, count))
+    order = np.argsort(by[rows], axis=1, kind="stable")
+    ranked_by = np.take_along_axis(by[rows], order, axis=1)
+    ranked = np.take_along_axis(target[rows], order, axis=1)
+    # the mean of each run of equal `by` within a resample (ties chosen among at random)
+    group = np.cumsum(np.diff(ranked_by, axis=1, prepend=np.nan) != 0, axis=1) - 1
+    flat = (group + count * np.arange(resamples)[:, None]).ravel()
+    sums = np.bincount(flat, ranked.ravel(), minlength=resamples * count)
+    sizes = np.bincount(flat, minlength=resamples * count)
+    tied = (sums[flat] / sizes[flat]).reshape(resamples, count)
+    curves = tied @ _max_rank_weights(count).T
+    return curves.std(axis=0, ddof=1)
+
+
+def best_of_n_table(
+    table: pd.DataFrame, by: str, columns: list[str], resamples: int = RESAMPLES
+) -> pd.DataFrame:
     """Long table of curves: per n, the best `by`, and per column the value of the seed chosen
-    by `by` beside the column's own best (`curve`: "best" or "chosen by <by>")."""
+    by `by` beside the column's own best (`curve`: "best" or "chosen by <by>"), with the
+    spread across subsets (`subset_std`), the bootstrap SE (`se`), how many seeds share the
+    best ranking value of all N (`tied`: the seeds the n = N point averages) and, where their
+    values differ, those values (`tied_values`, space-separated)."""
     rows = []
     chosen = f"chosen by {by}"
     for column in [by, *[c for c in columns if c != by]]:
         values = table[column].to_numpy(dtype=float)
-        curves = {"best": expected_best(values)}
+        rankers = {"best": values}
         if column != by:
-            curves[chosen] = expected_chosen(table[by].to_numpy(dtype=float), values)
-        for name, curve in curves.items():
+            rankers[chosen] = table[by].to_numpy(dtype=float)
+        for name, ranking in rankers.items():
+            curve = expected_chosen(ranking, values)
+            se = bootstrap_se(ranking, values, resamples)
+            top = ranking == ranking.max()
+            differ = np.ptp(values[top]) > 0
+            shown = " ".join(f"{v:.6g}" for v in values[top]) if differ else ""
             rows += [
-                {"column": column, "curve": name, "n": int(n), "mean": m, "std": s}
-                for n, m, s in zip(curve.n, curve.mean, curve.std, strict=True)
+                {
+                    "column": column,
+                    "curve": name,
+                    "n": int(n),
+                    "mean": m,
+                    "subset_std": s,
+                    "se": e,
+                    "tied": int(top.sum()),
+                    "tied_values": shown,
+                }
+                for n, m, s, e in zip(curve.n, curve.mean, curve.std, se, strict=True)
             ]
     return pd.DataFrame(rows)

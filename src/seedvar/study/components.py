@@ -3,28 +3,39 @@
 A factorial study trains every pair of an init seed (classifier head, dropout) and a
 data-order seed, one run per cell. Per column the cells' accuracies follow the two-way
 random-effects model y = mu + init + order + interaction + noise, with the evaluation noise's
-variance known (binomial, or the template bootstrap's where larger). With one run per cell the
-interaction is what remains of the residual mean square after the noise. Point estimates are
-ANOVA's (method of moments, negative ones set to 0); the intervals are generalized confidence
-intervals (Weerahandi 1993): each mean square's expectation drawn from its chi-square pivot,
-the components computed from the draws, truncated at 0, their percentiles taken. They stay
-valid for 3 x 3 designs, where Satterthwaite's interval undercovers.
+variance known: the paired noise of one seed's value in differences between seeds on the shared
+set, estimated upstream from the seeds x examples matrix. With one run per cell the interaction
+is what remains of the residual mean square after that noise; where the noise exceeds the
+residual the interaction is not identified, and the component's note says so (with the
+chi-square goodness-of-fit p-value of the noise model). Point estimates are ANOVA's (method of
+moments, negative ones set to 0); the intervals are generalized confidence intervals
+(Weerahandi 1993): each mean square's expectation drawn from its chi-square pivot, the
+components computed from the draws, truncated at 0, their percentiles taken. They stay valid
+for 3 x 3 designs, where Satterthwaite's interval undercovers. Init against data order is a
+generalized test on the same pivot draws (exactly the two-sided F test in square designs), Holm
+corrected across columns.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 LEVEL = 0.95
+ALPHA = 0.05  # family-wise error rate of the init-against-data-order tests
 DRAWS = 20_000  # pivot draws per column; fixed RNG seed, so the intervals are reproducible
 COMPONENTS = ("init", "data order", "interaction")
 
 
 @dataclass(frozen=True)
 class Component:
-    """One source of seed variance in one column: its std and LEVEL interval (accuracy)."""
+    """One source of seed variance in one column: its std and LEVEL interval (accuracy), and
+    why it is not identified where it is not (the interaction, when the noise exceeds the
+    residual)."""
 
     column: str
     source: str  # one of COMPONENTS
@@ -32,6 +43,17 @@ class Component:
     std_low: float
     std_high: float
     share: float | None  # of the seed variance (components summed); None when all are 0
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class SourceComparison:
+    """Init against data order in one column: ANOVA's estimate of var_init - var_order (not
+    floored at 0) and the two-sided generalized p-value of "they are equal"."""
+
+    column: str
+    difference_var: float
+    p_value: float
 
 
 @dataclass(frozen=True)
@@ -63,6 +85,8 @@ def mean_squares(cells: np.ndarray) -> MeanSquares:
     n_init, n_order = cells.shape
     if n_init < 2 or n_order < 2:
         raise ValueError("a factorial design needs at least 2 init seeds and 2 data-order seeds")
+    if np.ptp(cells) == 0:  # identical cells: exactly 0, not the mean's rounding
+        return MeanSquares(0.0, 0.0, 0.0, n_init, n_order)
     grand = cells.mean()
     by_init, by_order = cells.mean(axis=1), cells.mean(axis=0)
     residuals = cells - by_init[:, None] - by_order[None, :] + grand
@@ -75,44 +99,87 @@ def mean_squares(cells: np.ndarray) -> MeanSquares:
     )
 
 
+def _raw_variances(
+    expected: tuple[np.ndarray, np.ndarray, np.ndarray], squares: MeanSquares
+) -> tuple[np.ndarray, np.ndarray]:
+    """Init and data-order variance from the expected mean squares, not floored."""
+    init, order, residual = expected
+    return (init - residual) / squares.n_order, (order - residual) / squares.n_init
+
+
 def _variances(
     expected: tuple[np.ndarray, np.ndarray, np.ndarray], squares: MeanSquares, noise_var: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Init, data-order and interaction variance from the expected init, data-order and
     residual mean squares (values or pivot draws), each floored at 0."""
-    init, order, residual = expected
+    init, order = _raw_variances(expected, squares)
     return (
-        np.maximum((init - residual) / squares.n_order, 0.0),
-        np.maximum((order - residual) / squares.n_init, 0.0),
-        np.maximum(residual - noise_var, 0.0),
+        np.maximum(init, 0.0),
+        np.maximum(order, 0.0),
+        np.maximum(expected[2] - noise_var, 0.0),
     )
 
 
-def components(column: str, cells: np.ndarray, noise_var: float, seed: int = 0) -> list[Component]:
-    """Init, data-order and interaction std of one column, with LEVEL intervals.
-
-    `cells[i, j]`: the accuracy of init seed i with data-order seed j; `noise_var`: one run's
-    evaluation-noise variance (known, not estimated here)."""
-    ms = mean_squares(cells)
-    point = _variances(
-        (np.array(ms.init), np.array(ms.order), np.array(ms.residual)), ms, noise_var
-    )
+def _pivot_draws(
+    squares: MeanSquares, seed: int, draws: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Draws of the init, data-order and residual mean squares' expectations, each
+    dof x observed / chi-square(dof)."""
     rng = np.random.default_rng(seed)
 
-    def pivot(dof: int, mean_square: float) -> np.ndarray:
-        """Draws of a mean square's expectation: dof x observed / chi-square(dof)."""
-        return dof * mean_square / rng.chisquare(dof, DRAWS)
+    def pivot(dof: int, observed: float) -> np.ndarray:
+        return dof * observed / rng.chisquare(dof, draws)
 
-    draws = (
-        pivot(ms.df_init, ms.init),
-        pivot(ms.df_order, ms.order),
-        pivot(ms.df_residual, ms.residual),
+    return (
+        pivot(squares.df_init, squares.init),
+        pivot(squares.df_order, squares.order),
+        pivot(squares.df_residual, squares.residual),
     )
-    pivots = _variances(draws, ms, noise_var)
+
+
+def noise_fit_p(squares: MeanSquares, noise_var: float) -> float | None:
+    """Lower-tail p of the residual under no interaction, where df * MS_res / noise_var is
+    chi-square(df): small means a residual too small for the noise (the noise is overstated);
+    None without noise."""
+    if noise_var <= 0:
+        return None
+    statistic = squares.df_residual * squares.residual / noise_var
+    return float(stats.chi2.cdf(statistic, squares.df_residual))
+
+
+def interaction_note(squares: MeanSquares, noise_var: float) -> str | None:
+    """Why the interaction is not identified (the noise exceeds the residual), or None."""
+    if noise_var <= squares.residual:
+        return None
+    note = (
+        f"evaluation noise {100 * math.sqrt(noise_var):.1f} points exceeds the residual "
+        f"{100 * math.sqrt(squares.residual):.1f} points: the interaction is not identified"
+    )
+    fit = noise_fit_p(squares, noise_var)
+    if fit is not None and fit < ALPHA:
+        note += (
+            f"; a residual this small under that noise has p = {fit:.2g} (chi-square, lower "
+            f"tail, {squares.df_residual} df): the data reject the noise model"
+        )
+    return note
+
+
+def components(
+    column: str, cells: np.ndarray, noise_var: float, seed: int = 0, draws: int = DRAWS
+) -> list[Component]:
+    """Init, data-order and interaction std of one column, with LEVEL intervals.
+
+    `cells[i, j]`: the accuracy of init seed i with data-order seed j; `noise_var`: the paired
+    evaluation-noise variance of one seed's value (known, not estimated here)."""
+    ms = mean_squares(cells)
+    observed = (np.array(ms.init), np.array(ms.order), np.array(ms.residual))
+    point = _variances(observed, ms, noise_var)
+    pivots = _variances(_pivot_draws(ms, seed, draws), ms, noise_var)
+    notes = (None, None, interaction_note(ms, noise_var))
     tail = (1 - LEVEL) / 2 * 100
     total = float(sum(point))
     found = []
-    for source, estimate, drawn in zip(COMPONENTS, point, pivots, strict=True):
+    for source, estimate, drawn, note in zip(COMPONENTS, point, pivots, notes, strict=True):
         low, high = np.percentile(drawn, [tail, 100 - tail])
         found.append(
             Component(
@@ -122,6 +189,38 @@ def components(column: str, cells: np.ndarray, noise_var: float, seed: int = 0) 
                 std_low=float(np.sqrt(low)),
                 std_high=float(np.sqrt(high)),
                 share=float(estimate) / total if total > 0 else None,
+                note=note,
             )
         )
     return found
+
+
+def compare_sources(
+    column: str, cells: np.ndarray, noise_var: float, seed: int = 0, draws: int = DRAWS
+) -> SourceComparison:
+    """Does init vary more than data order? var_init - var_order on the pivot draws of
+    `components` (not floored); p = 2 min(P(diff <= 0), P(diff >= 0)), at least 1 / draws.
+
+    `noise_var` cancels (it is in every mean square's expectation); it is taken for symmetry
+    with `components`. In a square design the p-value is the two-sided F test of the init
+    against the data-order mean square, exact under the normal model."""
+    del noise_var
+    ms = mean_squares(cells)
+    observed = (np.array(ms.init), np.array(ms.order), np.array(ms.residual))
+    init, order = _raw_variances(observed, ms)
+    drawn_init, drawn_order = _raw_variances(_pivot_draws(ms, seed, draws), ms)
+    difference = drawn_init - drawn_order
+    two_sided = 2 * min(float(np.mean(difference <= 0)), float(np.mean(difference >= 0)))
+    return SourceComparison(column, float(init - order), min(max(two_sided, 1 / draws), 1.0))
+
+
+def holm(p_values: Sequence[float], alpha: float = ALPHA) -> tuple[list[float], list[bool]]:
+    """Holm's step-down correction: the adjusted p-values (in the given order) and which
+    hypotheses are rejected at family-wise `alpha` (adjusted p <= alpha)."""
+    count = len(p_values)
+    adjusted = [0.0] * count
+    running = 0.0
+    for rank, index in enumerate(sorted(range(count), key=lambda i: p_values[i])):
+        running = max(running, min((count - rank) * p_values[index], 1.0))
+        adjusted[index] = running
+    return adjusted, [p <= alpha for p in adjusted]

@@ -13,22 +13,46 @@ import pandas as pd
 from seedvar.config import Config
 from seedvar.declared import primary_column
 from seedvar.study.best_of_n import best_of_n_table
-from seedvar.study.components import components
+from seedvar.study.components import compare_sources, components
 from seedvar.study.job import SeedJob
-from seedvar.study.verdict import column_noise_var, seed_variance
+from seedvar.study.verdict import seed_variance
 
 JOINT = "seed (init and data order together)"
 OURS = "ours"
-COMPONENT_COLUMNS = ["column", "source", "std", "std_low", "std_high", "share"]
+COMPONENT_COLUMNS = [
+    "column",
+    "source",
+    "std",
+    "std_low",
+    "std_high",
+    "share",
+    "note",
+    "init_minus_order_var",  # factorial: ANOVA's var_init - var_order, not floored
+    "init_vs_order_p",  # factorial: its two-sided p, before Holm's correction
+]
+BEST_OF_N_COLUMNS = [
+    "series",
+    "runs",
+    "pool",
+    "column",
+    "curve",
+    "n",
+    "mean",
+    "se",
+    "subset_std",
+    "tied",
+    "tied_values",
+    "low",
+    "high",
+]
 
 
 @dataclass(frozen=True)
 class Noise:
-    """What each column's evaluation noise comes from: its size (binomial) and, where its set
-    declares clusters, the cluster bootstrap's variance."""
+    """Each column's evaluation noise: the variance of one seed's value in differences between
+    seeds on the shared set (paired, from the seeds x examples matrix)."""
 
-    sizes: Mapping[str, int]
-    clustered: Mapping[str, float]
+    variance: Mapping[str, float]
 
 
 def write_further(
@@ -42,26 +66,50 @@ def write_further(
 ) -> None:
     """results/components.csv, best_of_n.csv (ours, and the published reference's where it
     has the columns), trajectory_seeds.csv and trajectories.csv."""
-    measured = [c for c in table.columns if c in noise.sizes]
+    measured = [c for c in table.columns if c in noise.variance]
     component_table(config, table, measured, noise).to_csv(
         results_dir / "components.csv", index=False
     )
     base = primary_column(config.task)
-    curves = [best_of_n_curves(table, base, list(headline), OURS)]
+    if config.factorial.cells:
+        diagonal = diagonal_seeds(config)
+        pool = f"over the {len(diagonal)} diagonal cells (no shared init or data seed)"
+        ours = best_of_n_curves(
+            table[table["seed"].isin(diagonal)], base, list(headline), OURS, pool
+        )
+    else:
+        ours = best_of_n_curves(table, base, list(headline), OURS, f"over all {len(table)} seeds")
+    curves = [ours]
     if reference is not None and config.reference and base in reference:
         shared = [c for c in headline if c in reference]
-        curves.append(best_of_n_curves(reference, base, shared, config.reference.name))
+        name = config.reference.name
+        curves.append(
+            best_of_n_curves(reference, base, shared, name, f"over all {len(reference)} runs")
+        )
     pd.concat(curves).to_csv(results_dir / "best_of_n.csv", index=False)
     per_seed = trajectories(runs_dir, config.seeds, list(headline))
     per_seed.to_csv(results_dir / "trajectory_seeds.csv", index=False)
     trajectory_spread(per_seed).to_csv(results_dir / "trajectories.csv", index=False)
 
 
+def diagonal_seeds(config: Config) -> list[int]:
+    """The seed jobs of a factorial design that share no init or data-order seed with each
+    other: the i-th init seed with the i-th data-order seed, min(n_init, n_data) of them."""
+    factorial = config.factorial
+    inits, datas = factorial.init_seeds or [], factorial.data_seeds or []
+    return [
+        job
+        for job, (init, data) in enumerate(factorial.cells)
+        if inits.index(init) == datas.index(data)
+    ]
+
+
 def component_table(
     config: Config, table: pd.DataFrame, columns: list[str], noise: Noise
 ) -> pd.DataFrame:
     """Per column, its seed std split into init, data order and interaction (a factorial
-    design), or the joint seed's whole (the paper's design), each with its LEVEL interval."""
+    design, with the test of init against data order), or the joint seed's whole (the paper's
+    design), each with its LEVEL interval and a note where a value is not identified."""
     cells = config.factorial.cells
     if not cells:
         rows = [
@@ -72,31 +120,39 @@ def component_table(
                 "std_low": row.seed_std_low,
                 "std_high": row.seed_std_high,
                 "share": 1.0 if row.seed_std else None,
+                "note": row.note,
             }
-            for row in seed_variance(table, noise.sizes, columns, noise.clustered)
+            for row in seed_variance(table, noise.variance, columns)
         ]
         return pd.DataFrame(rows, columns=COMPONENT_COLUMNS)
     shape = config.factorial.shape
-    ordered = table.sort_values("seed")
+    ordered = table.sort_values("seed")  # job k: init k // n_data, data order k % n_data
     rows = []
     for column in columns:
-        values = ordered[column].to_numpy(dtype=float)
-        noise_var = column_noise_var(values, noise.sizes[column], column, noise.clustered)
-        rows += [asdict(c) for c in components(column, values.reshape(shape), noise_var)]
-    return pd.DataFrame(rows)
+        values = ordered[column].to_numpy(dtype=float).reshape(shape)
+        noise_var = float(noise.variance[column])
+        comparison = compare_sources(column, values, noise_var)
+        tested = {
+            "init_minus_order_var": comparison.difference_var,
+            "init_vs_order_p": comparison.p_value,
+        }
+        rows += [asdict(c) | tested for c in components(column, values, noise_var)]
+    return pd.DataFrame(rows, columns=COMPONENT_COLUMNS)
 
 
-def best_of_n_curves(table: pd.DataFrame, by: str, headline: list[str], runs: str) -> pd.DataFrame:
+def best_of_n_curves(
+    table: pd.DataFrame, by: str, headline: list[str], runs: str, pool: str
+) -> pd.DataFrame:
     """Best-of-n curves of the in-distribution column `by` and of each headline diagnostic
     column (its best, and the seed chosen by `by`) of one table of runs (`runs`: ours, or the
-    reference's name), with a `series` name per curve for the plots and a band of one std
-    across subsets."""
+    reference's name; `pool`: which of them, in words), with a `series` name per curve for the
+    plots and a band of one bootstrap standard error."""
     curves = best_of_n_table(table, by, headline)
     prefix = "" if runs == OURS else f"{runs} · "
     curves["series"] = prefix + curves["column"] + ": " + curves["curve"]
-    curves["runs"] = runs
-    curves["low"], curves["high"] = curves["mean"] - curves["std"], curves["mean"] + curves["std"]
-    return curves[["series", "runs", "column", "curve", "n", "mean", "std", "low", "high"]]
+    curves["runs"], curves["pool"] = runs, pool
+    curves["low"], curves["high"] = curves["mean"] - curves["se"], curves["mean"] + curves["se"]
+    return curves[BEST_OF_N_COLUMNS]
 
 
 TRAJECTORY_COLUMNS = ["column", "step", "seeds", "mean", "std", "min", "max"]

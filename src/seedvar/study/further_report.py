@@ -10,13 +10,14 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from seedvar.study.components import ALPHA, holm
 from seedvar.study.further import JOINT, OURS
 
 CAPTIONS = {
     "best_of_n": (
         "(e) Best of n seeds: the expected accuracy of the best seed on the in-distribution "
         "column and on each headline column, and each headline column's accuracy for the seed "
-        "picked by in-distribution accuracy; bands: one std across draws of n seeds."
+        "picked by in-distribution accuracy; bands: one standard error (bootstrap over seeds)."
     ),
     "components": (
         "(f) Where the seed variance comes from: per column, the std of each source with its "
@@ -125,42 +126,69 @@ def best_of_n_text(all_curves: pd.DataFrame, base: str, headline: list[str]) -> 
 
 
 def _picked(curves: pd.DataFrame, base: str, headline: list[str], lead: str) -> str:
+    """At the largest n: the value kept by `base` (± its bootstrap SE, and the tied seeds'
+    values where it is their mean), the best on the column and one seed's on average."""
     top = int(curves["n"].max())
-    last = curves[curves["n"] == top].set_index(["column", "curve"])["mean"]
+    last = curves[curves["n"] == top].set_index(["column", "curve"])
     chosen = f"chosen by {base}"
-    parts = [
-        f"{column} {last[(column, chosen)]:.1%} (the best of the {top} on it: "
-        f"{last[(column, 'best')]:.1%}; one seed on average: "
-        f"{curves[(curves['column'] == column) & (curves['n'] == 1)]['mean'].iloc[0]:.1%})"
-        for column in headline
-    ]
-    return f"{lead}: keeping the seed with the best {base} of all {top} gives {'; '.join(parts)}."
+    parts = []
+    for column in headline:
+        kept = last.loc[(column, chosen)]
+        tie = ""
+        if kept["tied"] > 1 and pd.notna(kept["tied_values"]) and str(kept["tied_values"]):
+            values = ", ".join(f"{float(v):.1%}" for v in str(kept["tied_values"]).split())
+            tie = f", the mean of {int(kept['tied'])} seeds tied on {base}: {values}"
+        one = curves[(curves["column"] == column) & (curves["n"] == 1)]["mean"].iloc[0]
+        parts.append(
+            f"{column} {kept['mean']:.1%} ± {100 * kept['se']:.1f}{tie} (the best of the {top} "
+            f"on it: {last.loc[(column, 'best'), 'mean']:.1%}; one seed on average: {one:.1%})"
+        )
+    pool = curves["pool"].iloc[0] if "pool" in curves else f"over all {top}"
+    return (
+        f"{lead} {pool}: keeping the seed with the best {base} of the {top} gives "
+        f"{'; '.join(parts)} (± one bootstrap standard error over seeds, in points)."
+    )
 
 
 def components_text(table: pd.DataFrame, headline: list[str]) -> str:
-    """Which seed matters, per headline column, where the intervals allow an answer."""
+    """Which seed matters, per headline column: init against data order by the generalized
+    test, Holm corrected across the headline columns at family-wise ALPHA."""
     if (table["source"] == JOINT).all():
         return (
             "Which seed matters: not measurable here, each seed set both the initialisation "
             "and the data order (a factorial design separates them)."
         )
+    tested = [c for c in headline if (table["column"] == c).any()]
+    first = table.drop_duplicates("column").set_index("column").reindex(tested)
+    adjusted, rejected = holm(first["init_vs_order_p"].tolist(), ALPHA)
     parts = []
-    for column in headline:
+    for column, p, reject in zip(tested, adjusted, rejected, strict=True):
         rows = table[table["column"] == column].set_index("source")
         init, order = rows.loc["init"], rows.loc["data order"]
-        if init["std_low"] > order["std_high"]:
-            answer = "init varies more"
-        elif order["std_low"] > init["std_high"]:
-            answer = "data order varies more"
+        if not reject:
+            answer = f"no difference shown (Holm-adjusted p = {p:.2g})"
+        elif first.loc[column, "init_minus_order_var"] > 0:
+            answer = f"init varies more (Holm-adjusted p = {p:.2g})"
         else:
-            answer = "inconclusive (the intervals overlap)"
+            answer = f"data order varies more (Holm-adjusted p = {p:.2g})"
         interaction = rows.loc["interaction"]
+        said = (
+            f"interaction {interaction['std']:.1%} [{interaction['std_low']:.1%}, "
+            f"{interaction['std_high']:.1%}]"
+        )
+        if pd.notna(interaction["note"]) and interaction["note"]:
+            said += f" ({interaction['note']})"
         parts.append(
             f"{column}: init {init['std']:.1%} [{init['std_low']:.1%}, {init['std_high']:.1%}], "
             f"data order {order['std']:.1%} [{order['std_low']:.1%}, {order['std_high']:.1%}], "
-            f"interaction {interaction['std']:.1%}: {answer}"
+            f"{said}: {answer}"
         )
-    return "Which seed matters (seed std by source, 95 % intervals): " + "; ".join(parts) + "."
+    return (
+        "Which seed matters (seed std by source, 95 % intervals; init against data order "
+        f"tested, Holm corrected over {len(tested)} columns at family-wise {ALPHA:g}): "
+        + "; ".join(parts)
+        + "."
+    )
 
 
 def trajectories_text(spread: pd.DataFrame, headline: list[str]) -> str:

@@ -1,40 +1,135 @@
-"""Evaluation noise that respects how a diagnostic set was built (pure functions, no I/O).
+"""Evaluation noise between seeds on a shared set (pure functions, no I/O).
 
-HANS's examples come from templates, a few per subcase, so they are not independent draws: the
-binomial noise p(1-p)/n of a seed's accuracy assumes they are. Here the clusters (templates
-where a set has them, else subcases) are resampled instead, with replacement, within the
-examples of one column; a seed's noise variance is the variance of its accuracy over the
-resamples, and a column's the mean over seeds. A column whose examples hold one cluster has no
-cluster noise (None): its binomial noise stands.
+Every seed of a study is scored on the same examples, so what a column's spread across seeds
+must be set against is not one seed's sampling error but how much the seeds' *differences*
+would move with another draw of examples: the seed x example interaction. It is estimated by
+a paired bootstrap: examples (or the clusters they were generated in, e.g. HANS's templates)
+are resampled once for all seeds, within the strata a set was designed in (HANS's subcases,
+whose sizes every resample keeps: they are not drawn at random), and the variance of each
+seed's deviation from the seeds' mean is taken over the resamples. Examples every seed
+answers alike add nothing; identical seeds have zero noise.
+
+A statistic is a function of per-seed confusion counts (`confusion[..., gold, predicted]`),
+so accuracy and the bias-free accuracy share one resampling.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-RESAMPLES = 2000
+RESAMPLES = 1000
+_CHUNK = 100  # resamples drawn at a time (memory: chunk x examples weights)
+
+Statistic = Callable[[np.ndarray], np.ndarray]  # confusion (..., L, L) -> value (...)
 
 
-def cluster_noise_var(
-    correct: np.ndarray, clusters: np.ndarray, resamples: int = RESAMPLES, seed: int = 0
-) -> float | None:
-    """Mean over seeds of the bootstrap variance of accuracy, resampling `clusters`.
+@dataclass(frozen=True)
+class Scored:
+    """The seeds' answers on one set's examples: gold (n) and predicted (seeds x n) labels,
+    and the resampling design (each example's cluster and stratum; None: the example itself
+    and one stratum)."""
 
-    `correct`: a seeds x examples matrix of hits; `clusters`: each example's cluster."""
-    codes = np.unique(np.asarray(clusters), return_inverse=True)[1]
-    n_clusters = int(codes.max()) + 1 if len(codes) else 0
-    if n_clusters < 2:
-        return None
-    sizes = np.bincount(codes, minlength=n_clusters).astype(float)
-    hits = np.stack([np.bincount(codes, row, n_clusters) for row in np.asarray(correct, float)])
+    gold: np.ndarray
+    predicted: np.ndarray
+    n_labels: int
+    clusters: np.ndarray | None = None
+    strata: np.ndarray | None = None
+
+    def subset(self, mask: np.ndarray) -> Scored:
+        """The same seeds on the examples of `mask`."""
+        return Scored(
+            self.gold[mask],
+            self.predicted[:, mask],
+            self.n_labels,
+            None if self.clusters is None else self.clusters[mask],
+            None if self.strata is None else self.strata[mask],
+        )
+
+
+@dataclass(frozen=True)
+class ColumnNoise:
+    """A statistic per seed and its evaluation noise: `paired_var`, the noise variance of one
+    seed's value in differences between seeds (what the spread across seeds is net of), and
+    `single_var`, each seed's own sampling variance (for a test of one seed against chance)."""
+
+    values: np.ndarray
+    paired_var: float
+    single_var: np.ndarray
+    method: str
+
+
+def confusion(gold: np.ndarray, predicted: np.ndarray, n_labels: int) -> np.ndarray:
+    """Per seed, the counts of (gold, predicted) pairs: seeds x L x L."""
+    codes = np.asarray(gold)[None, :] * n_labels + np.asarray(predicted)
+    counts = np.stack([np.bincount(row, minlength=n_labels**2) for row in codes])
+    return counts.reshape(len(codes), n_labels, n_labels).astype(float)
+
+
+def _units(scored: Scored) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Each example's resampling unit (0..U-1), and the units of each stratum."""
+    n = len(scored.gold)
+    if scored.clusters is None and scored.strata is None:
+        return np.arange(n), [np.arange(n)]
+    raw = np.arange(n) if scored.clusters is None else scored.clusters
+    strata = np.zeros(n, dtype=int) if scored.strata is None else scored.strata
+    unit, _ = pd.MultiIndex.from_arrays([strata, raw]).factorize()
+    stratum_of_unit = pd.Series(strata).groupby(unit).first()
+    groups = [
+        np.asarray(members) for members in stratum_of_unit.groupby(stratum_of_unit).indices.values()
+    ]
+    return np.asarray(unit), groups
+
+
+def _weights(groups: list[np.ndarray], n_units: int, size: int, rng) -> np.ndarray:
+    """Resample weights of the units (size x U): each stratum's units drawn with replacement,
+    as many as it has."""
+    weights = np.zeros((size, n_units))
+    for members in groups:
+        m = len(members)
+        drawn = rng.integers(0, m, (size, m)) + np.arange(size)[:, None] * m
+        weights[:, members] = np.bincount(drawn.ravel(), minlength=size * m).reshape(size, m)
+    return weights
+
+
+def paired_noise(
+    scored: Scored, statistic: Statistic, resamples: int = RESAMPLES, seed: int = 0
+) -> ColumnNoise:
+    """The statistic per seed and its paired-bootstrap evaluation noise (module docstring)."""
+    n_labels = scored.n_labels
+    counts = confusion(scored.gold, scored.predicted, n_labels)  # seeds x L x L
+    values = statistic(counts)
+    k = len(values)
+    unit, groups = _units(scored)
+    n_units = int(unit.max()) + 1
+    codes = scored.gold[None, :] * n_labels + scored.predicted  # seeds x n
+    cells = n_labels * n_labels
+    columns = np.arange(k)[:, None] * cells + codes  # seeds x n: (seed, gold, predicted)
+    flat = (unit[None, :] * (k * cells) + columns).ravel()
+    per_unit = np.bincount(flat, minlength=n_units * k * cells).reshape(n_units, k * cells)
+    per_unit = per_unit.astype(float)  # per unit, seed and (gold, predicted): a count
     rng = np.random.default_rng(seed)
-    drawn = rng.multinomial(n_clusters, np.full(n_clusters, 1 / n_clusters), size=resamples)
-    accuracy = (drawn @ hits.T) / (drawn @ sizes)[:, None]  # resamples x seeds
-    return float(accuracy.var(axis=0, ddof=1).mean())
+    drawn = []
+    for start in range(0, resamples, _CHUNK):
+        weights = _weights(groups, n_units, min(_CHUNK, resamples - start), rng)
+        resampled = (weights @ per_unit).reshape(-1, k, n_labels, n_labels)
+        drawn.append(statistic(resampled))
+    stats = np.concatenate(drawn)  # resamples x seeds
+    single = stats.var(axis=0, ddof=1)
+    if k < 2:
+        return ColumnNoise(values, float(single.mean()), single, "bootstrap (one seed)")
+    deviations = stats - stats.mean(axis=1, keepdims=True)
+    paired = float(deviations.var(axis=0, ddof=1).mean() * k / (k - 1))
+    unit_name = "examples" if scored.clusters is None else "clusters"
+    design = "" if scored.strata is None else ", within strata"
+    return ColumnNoise(values, paired, single, f"paired bootstrap over {unit_name}{design}")
 
 
-def cluster_of(examples: pd.DataFrame, candidates: list[str]) -> str | None:
-    """The first of `candidates` (finest first, e.g. template, subcase) that the examples hold
-    values of, or None."""
-    return next((c for c in candidates if c in examples and examples[c].notna().any()), None)
+def binomial_noise(values: np.ndarray, n_examples: int) -> ColumnNoise:
+    """Accuracies of seeds on independent examples, where only their rates are known (a
+    published table): p(1-p)/n for both, which overstates the paired noise of a shared set."""
+    single = values * (1 - values) / n_examples
+    return ColumnNoise(values, float(single.mean()), single, "binomial (rates only)")

@@ -21,7 +21,9 @@ from seedvar import tracking  # noqa: E402
 from seedvar.config import Config  # noqa: E402
 from seedvar.data.io import read_table  # noqa: E402
 from seedvar.declared import primary_column, primary_set  # noqa: E402
-from seedvar.study.aggregate import as_trained, flat_headline, study_design  # noqa: E402
+from seedvar.metrics import bias_free_column, other_labels_column  # noqa: E402
+from seedvar.study.aggregate import as_trained, flat_headline  # noqa: E402
+from seedvar.study.evidence import design_columns  # noqa: E402
 from seedvar.study.further_report import CAPTIONS as FURTHER  # noqa: E402
 from seedvar.study.further_report import further_figures, further_text  # noqa: E402
 from seedvar.tracking import provenance  # noqa: E402
@@ -93,6 +95,38 @@ def plot_agreement(tables: dict[str, pd.DataFrame]) -> Figure:
         axis.set_xlabel(f"seeds correct (of {n_seeds})")
         axis.set_ylabel("examples")
         axis.set_title(f"{name}: per-example agreement")
+    return figure
+
+
+def plot_bias(ours: pd.DataFrame, headline: list[str]) -> Figure:
+    """(b2) Per headline column, each seed's accuracy on it against its accuracy on the other
+    gold labels of the same group, coloured by its bias-free accuracy: seeds that only
+    answer a label more or less often fall on a line from upper left to lower right."""
+    shown = [c for c in headline if other_labels_column(c) in ours]
+    figure, axes = plt.subplots(
+        1, max(len(shown), 1), figsize=(4.2 * max(len(shown), 1), 4), layout="constrained"
+    )
+    axes = np.atleast_1d(axes)
+    for axis, column in zip(axes, shown, strict=False):
+        points = axis.scatter(
+            ours[other_labels_column(column)],
+            ours[column],
+            c=ours[bias_free_column(column)],
+            cmap="viridis",
+            vmin=0.5,
+            vmax=1.0,
+            edgecolors="black",
+        )
+        axis.plot([0, 1], [1, 0], color="gray", linestyle=":", label="a pure threshold shift")
+        axis.set_xlim(-0.03, 1.03)
+        axis.set_ylim(-0.03, 1.03)
+        axis.set_xlabel("accuracy on its group's other labels")
+        axis.set_ylabel(column)
+        axis.set_title(column, fontsize=9)
+        figure.colorbar(points, ax=axis, label="bias-free accuracy")
+    if not shown:
+        axes[0].text(0.5, 0.5, "no headline column has other labels", ha="center")
+    axes[0].legend(loc="lower left", fontsize=8)
     return figure
 
 
@@ -199,10 +233,11 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
         s: [c for c in multibootstrap_columns(results_dir, s) if not c.endswith("overall")]
         for s in config.diagnostics
     }
-    base, headline = primary_column(config.task), list(study_design(config).tested)
+    base, headline = primary_column(config.task), list(design_columns(config)[1])
     figures = {
         "groups": plot_groups(ours, paper, by_set, name),
         "scatter": plot_scatter(ours, paper, base, headline, name),
+        "bias": plot_bias(ours, headline),
         "agreement": plot_agreement(agreement),
         "std": plot_std(comparison, decision),
         **further_figures(results_dir, headline),
@@ -258,6 +293,9 @@ CAPTIONS = {
     "groups": "(a) Accuracy on each diagnostic column, one point per seed; the reference's "
     "runs in gray.",
     "scatter": "(b) In-distribution accuracy vs each headline diagnostic column, per seed.",
+    "bias": "(b2) Each headline column against the accuracy on its group's other gold labels, "
+    "per seed, coloured by bias-free accuracy: points along the dotted falling line differ "
+    "only in how often they answer a label (a threshold), not in how they generalize.",
     "agreement": "(c) Per-example agreement: how many seeds got each example right.",
     "std": (
         "(d) Spread across seeds per column: the reference's std; our seed std with evaluation "

@@ -1,16 +1,19 @@
 """The study's verdict as a statistical decision (pure functions, no I/O).
 
 Does a seeds table show what McCoy, Min & Linzen (2020) found: seeds that score alike on the
-task's in-distribution sets but differ widely on the diagnostic sets? Per column the across-seed
-variance is split into evaluation-sampling noise and seed variance; the decision compares the
-seed standard deviation of the diagnostic sets' headline columns with that of the
-in-distribution headline columns (a `Design`). Correlations across seeds use permutation
-p-values. Undefined values are None (with the reason), never NaN or inf. Every decision carries
-its reason as data (a rule and its numbers); `reason_text` words it, in one place.
+task's in-distribution sets but differ widely on the diagnostic sets, in how they generalize
+and not only in how often they answer a label? Per column the across-seed variance is split
+into evaluation noise (given: the noise of differences between seeds on a shared set) and seed
+variance. A tested diagnostic column passes when its seed std, and that of its bias-free
+counterpart (the accuracy with the seeds' answer bias taken out), both exceed a margin set by
+the in-distribution columns' spread. Correlations across seeds use permutation p-values.
+Undefined values are None (with the reason), never NaN or inf. Every decision carries its
+reason as data (a rule and its numbers); `reason_text` words it, in one place.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +26,15 @@ from scipy import stats
 Outcome = Literal["reproduces", "does not reproduce", "inconclusive"]
 Answer = Literal["yes", "no", "inconclusive"]
 Rule = Literal[
-    "one class", "near chance", "passes", "sets too small", "too few seeds", "none passes"
+    "one class",
+    "near chance",
+    "passes",
+    "label bias",
+    "diagnostic at chance",
+    "few seeds",
+    "sets too small",
+    "too few seeds",
+    "none passes",
 ]
 
 ALPHA = 0.05  # family-wise error rate of every test here
@@ -35,15 +46,29 @@ LEVEL = 0.95  # confidence level of the reported seed-std intervals
 # three evaluations of one model would.
 STD_RATIO = 3.0
 STD_FLOOR = 0.01
-CHANCE_BAND = 0.05  # a configuration within 5 points of chance has not learned its task
 ONE_CLASS_SHARE = 0.95  # a seed predicting one class this often is degenerate
+BIAS_FREE_CHANCE = 0.5  # bias-free accuracy of answers that carry no information
+# Below this many seeds a conclusive outcome rests on the seeds' normality, which a handful of
+# seeds cannot check (the paper's own runs are not normal): the verdict says so instead.
+NORMAL_SEEDS = 10
 # Power rule: a study needs enough seeds to detect, with DESIGN_POWER, a headline seed std of
-# DESIGN_SEED_STD (5 points; the paper's runs show 2.4 to 12 points on HANS) when the
-# in-distribution sets have none.
+# DESIGN_SEED_STD (5 points; the paper's runs show 2.4 to 12 points on HANS), given the
+# in-distribution reference's own measured seed std.
 DESIGN_SEED_STD = 0.05
 DESIGN_POWER = 0.8
-MAX_SEEDS = 1000  # beyond this many seeds the power rule gives up
-_QUADRATURE = 2000  # quantile nodes for the power integral over the reference's variance
+MAX_SEEDS = 200  # beyond this many seeds the power rule gives up
+POWER_DRAWS = 4000  # simulated studies behind each power figure
+
+
+@dataclass(frozen=True)
+class Noise:
+    """A column's evaluation noise: `paired_var`, the noise variance of one seed's value in
+    differences between seeds on the shared set; `single_var`, each seed's own sampling
+    variance (in row order); how it was estimated."""
+
+    paired_var: float
+    single_var: tuple[float, ...]
+    method: str
 
 
 @dataclass(frozen=True)
@@ -51,31 +76,32 @@ class ColumnVariance:
     """One column's across-seed variance split into evaluation noise and seed variance."""
 
     column: str
-    n_examples: int
     n_seeds: int
     mean: float
-    noise_std: float  # the larger of the two below: the noise the seed std is net of
-    binomial_noise_std: float  # evaluation noise of one seed if examples were independent
-    cluster_noise_std: float | None  # its bootstrap over templates or subcases; None: none
+    noise_std: float  # the paired evaluation noise the seed std is net of
     observed_std: float | None  # across seeds, ddof 1
     seed_std: float | None  # sqrt(max(observed var - noise var, 0))
-    seed_std_low: float | None  # LEVEL chi-square interval of the seed std
+    seed_std_low: float | None  # LEVEL interval of the seed std (chi-square and Bonett)
     seed_std_high: float | None
-    note: str | None  # why values are None
+    noise_fit_p: float | None  # P(a spread this small | no seed variance): small: noise too big
+    note: str | None  # why values are None, or why the seed std is 0
 
 
 @dataclass(frozen=True)
 class Design:
-    """What a verdict compares: the in-distribution headline columns (`reference`), the
-    diagnostic sets' headline columns (`tested`), and chance accuracy of the task."""
+    """What a verdict compares: the in-distribution headline columns (`reference`, each with
+    the share of its set's most frequent gold label), the diagnostic sets' headline columns
+    (`tested`), and each tested column's bias-free counterpart."""
 
     reference: tuple[str, ...]
     tested: tuple[str, ...]
-    chance: float
+    majority: Mapping[str, float]  # reference column -> its majority-class accuracy
+    bias_free: Mapping[str, str]  # tested column -> its bias-free column
 
     @property
     def comparisons(self) -> int:
-        """The bounds the family-wise alpha is split over (Bonferroni)."""
+        """The bounds the family-wise alpha is split over (Bonferroni); a tested column and
+        its bias-free counterpart must both pass, so they share one (intersection-union)."""
         return len(self.reference) + len(self.tested)
 
 
@@ -89,11 +115,15 @@ class Reason:
 
 @dataclass(frozen=True)
 class ColumnTest:
-    """One headline column in the decision: its one-sided lower bound against the margin."""
+    """One headline column in the decision: its one-sided seed-std lower bound and its
+    bias-free counterpart's, against the margin."""
 
     column: str
     seed_std_lower: float
-    passes: bool
+    bias_free: str
+    bias_free_lower: float
+    passes: bool  # the raw column passes
+    bias_free_passes: bool
 
 
 @dataclass(frozen=True)
@@ -137,12 +167,12 @@ class Prediction:
 
 @dataclass(frozen=True)
 class SweepVerdict:
-    """Outcome over several configurations; those at chance on their task are ignored."""
+    """Outcome over several configurations; those that did not learn the task are ignored."""
 
     outcome: Outcome
     reason: str
     verdicts: dict[str, Verdict]  # configurations that learned the task
-    ignored: tuple[str, ...]  # configurations within CHANCE_BAND of chance
+    ignored: tuple[str, ...]  # configurations not above the majority class
 
 
 def _accuracies(table: pd.DataFrame, column: str) -> np.ndarray:
@@ -157,70 +187,67 @@ def _accuracies(table: pd.DataFrame, column: str) -> np.ndarray:
     return values
 
 
-def _size(sizes: Mapping[str, int], column: str) -> int:
-    """The evaluation-set size of a column, checked to be positive."""
-    if column not in sizes:
-        raise KeyError(f"no evaluation-set size for column {column!r}")
-    if sizes[column] < 1:
-        raise ValueError(f"evaluation-set size of {column!r} must be positive")
-    return int(sizes[column])
+def _noise(noise: Mapping[str, Noise], column: str) -> Noise:
+    if column not in noise:
+        raise KeyError(f"no evaluation noise for column {column!r}")
+    return noise[column]
 
 
-def _noise_var(values: np.ndarray, n_examples: int) -> float:
-    """Binomial evaluation noise variance of one seed's accuracy: mean over seeds of p(1-p)/n."""
-    return float(np.mean(values * (1 - values) / n_examples))
+def _bonett_log_se(values: np.ndarray) -> np.ndarray:
+    """Bonett's (2006) standard error of log(c s^2) along the last axis, from the sample's
+    own kurtosis: what keeps a variance bound honest when seeds have heavy tails."""
+    k = values.shape[-1]
+    centre = stats.trim_mean(values, 1 / (2 * math.sqrt(k - 4)), axis=-1)[..., None]
+    squares = ((values - values.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
+    fourth = ((values - centre) ** 4).sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kurtosis = np.where(squares > 0, k * fourth / squares**2, 0.0)
+    return np.sqrt(np.maximum(kurtosis - (k - 3) / k, 0.0) / (k - 1))
 
 
-def column_noise_var(
-    values: np.ndarray, n_examples: int, column: str, clustered: Mapping[str, float]
-) -> float:
-    """The evaluation noise a column's seed std is net of: the larger of the binomial and the
-    cluster bootstrap's (`clustered`: per column where the set declares clusters)."""
-    return max(_noise_var(values, n_examples), clustered.get(column, 0.0))
+def _variance_bound(values: np.ndarray, quantile: float) -> np.ndarray:
+    """One-sided confidence bound of the total variance across seeds (along the last axis):
+    a `quantile` above 0.5 gives a lower bound, below 0.5 an upper one. The chi-square bound
+    (exact for normal seeds) and, from NORMAL_SEEDS seeds on (below, the verdict gives no
+    conclusive outcome), Bonett's kurtosis-adjusted one, whichever is more cautious."""
+    values = np.asarray(values, dtype=float)
+    k = values.shape[-1]
+    variance = np.where(np.ptp(values, axis=-1) > 0, values.var(axis=-1, ddof=1), 0.0)
+    chi_square = variance * (k - 1) / stats.chi2.ppf(quantile, k - 1)
+    if k < NORMAL_SEEDS:
+        return chi_square
+    z = stats.norm.ppf(quantile)
+    scale = k / (k - abs(z))
+    bonett = scale * variance * np.exp(-z * scale * _bonett_log_se(values))
+    return np.minimum(chi_square, bonett) if quantile > 0.5 else np.maximum(chi_square, bonett)
 
 
-def _std_bound(variance: float, dof: int, quantile: float, noise_var: float) -> float:
-    """Chi-square confidence bound of the seed std: sqrt(max(var*dof/chi2(q) - noise, 0)).
-
-    A low `quantile` gives an upper bound, a high one a lower bound.
-    """
-    return math.sqrt(max(variance * dof / stats.chi2.ppf(quantile, dof) - noise_var, 0.0))
+def _std_bound(values: np.ndarray, quantile: float, noise_var: float) -> float:
+    """Confidence bound of the seed std: sqrt(max(variance bound - noise, 0))."""
+    return math.sqrt(max(float(_variance_bound(values, quantile)) - noise_var, 0.0))
 
 
 def seed_variance(
-    table: pd.DataFrame,
-    sizes: Mapping[str, int],
-    columns: Sequence[str] | None = None,
-    clustered: Mapping[str, float] | None = None,
+    table: pd.DataFrame, noise_var: Mapping[str, float], columns: Sequence[str] | None = None
 ) -> list[ColumnVariance]:
-    """Per column: noise std, observed std, seed std and its LEVEL interval.
+    """Per column: noise std, observed std, seed std, its LEVEL interval and a check of the
+    noise model (`noise_var`: per column, the paired evaluation-noise variance).
 
-    `columns` defaults to the columns present in both `table` and `sizes`. The interval is the
-    chi-square interval of the observed variance (normal per-seed accuracies) minus the noise
-    variance. Chosen over a bootstrap over seeds because it is deterministic and valid from 2
-    seeds on, where a percentile bootstrap of a variance undercovers badly (it can never exceed
-    the largest resampled spread); its cost is sensitivity to heavy tails. The noise is the
-    larger of the binomial p(1-p)/n and, where a set declares clusters (`clustered`: per column,
-    a noise variance), their bootstrap's. Seeds evaluated on one shared set disagree on fewer
-    examples than independent samples would, so either can overstate the noise: the seed std is
-    then biased low (conservative).
-    """
-    clustered = clustered or {}
+    `columns` defaults to the columns present in both `table` and `noise_var`. A spread below
+    the noise gives a seed std of 0 with a note that says so (and, where the chi-square lower
+    tail rejects the noise model at ALPHA, that the noise is overstated)."""
     if columns is None:
-        columns = [c for c in sizes if c in table.columns]
+        columns = [c for c in noise_var if c in table.columns]
     tail = (1 - LEVEL) / 2
     rows = []
     for column in columns:
-        values, n_examples = _accuracies(table, column), _size(sizes, column)
-        noise_var, k = column_noise_var(values, n_examples, column, clustered), len(values)
+        values, noise = _accuracies(table, column), float(noise_var[column])
+        k = len(values)
         common: dict[str, Any] = {
             "column": column,
-            "n_examples": n_examples,
             "n_seeds": k,
             "mean": float(values.mean()),
-            "noise_std": math.sqrt(noise_var),
-            "binomial_noise_std": math.sqrt(_noise_var(values, n_examples)),
-            "cluster_noise_std": (math.sqrt(clustered[column]) if column in clustered else None),
+            "noise_std": math.sqrt(noise),
         }
         if k < 2:
             rows.append(
@@ -230,19 +257,30 @@ def seed_variance(
                     seed_std=None,
                     seed_std_low=None,
                     seed_std_high=None,
+                    noise_fit_p=None,
                     note="one seed: no across-seed variance",
                 )
             )
             continue
-        variance = float(values.var(ddof=1))
+        variance = float(values.var(ddof=1)) if np.ptp(values) > 0 else 0.0
+        fit_p = float(stats.chi2.cdf((k - 1) * variance / noise, k - 1)) if noise > 0 else None
+        note = None
+        if variance < noise:
+            note = (
+                f"the evaluation noise ({math.sqrt(noise):.2%}) exceeds the observed spread "
+                f"({math.sqrt(variance):.2%}): no seed variance is measurable"
+            )
+            if fit_p is not None and fit_p < ALPHA:
+                note += f"; a spread this small under that noise has p = {fit_p:.2g}"
         rows.append(
             ColumnVariance(
                 **common,
                 observed_std=math.sqrt(variance),
-                seed_std=math.sqrt(max(variance - noise_var, 0.0)),
-                seed_std_low=_std_bound(variance, k - 1, 1 - tail, noise_var),
-                seed_std_high=_std_bound(variance, k - 1, tail, noise_var),
-                note=None,
+                seed_std=math.sqrt(max(variance - noise, 0.0)),
+                seed_std_low=_std_bound(values, 1 - tail, noise),
+                seed_std_high=_std_bound(values, tail, noise),
+                noise_fit_p=fit_p,
+                note=note,
             )
         )
     return rows
@@ -250,6 +288,7 @@ def seed_variance(
 
 def detection_power(
     n_seeds: int,
+    reference_seed_var: float,
     reference_noise_var: float,
     tested_noise_var: float,
     comparisons: int,
@@ -257,25 +296,26 @@ def detection_power(
     alpha: float = ALPHA,
 ) -> float:
     """Power of `verdict`'s test to pass one headline column whose true seed std is
-    `seed_std` when the in-distribution reference's seed std is 0 (its spread is evaluation
-    noise only), the alpha split over `comparisons` bounds.
+    `seed_std`, when the in-distribution reference's seed variance is `reference_seed_var`
+    (its measured one), the alpha split over `comparisons` bounds; `tested_noise_var`: the
+    larger noise of the column and of its bias-free counterpart, both of which must pass.
 
-    Exact under normality: the two sample variances are independent scaled chi-square
-    variables; the integral over the reference's (which sets the margin) uses quantile nodes.
-    """
+    For normal seeds, by simulation of the very bounds the verdict uses (POWER_DRAWS studies,
+    fixed random numbers, so the answer is reproducible)."""
     if n_seeds < 2:
         return 0.0
-    dof, one_sided = n_seeds - 1, alpha / comparisons
-    q_high, q_low = stats.chi2.ppf(1 - one_sided, dof), stats.chi2.ppf(one_sided, dof)
-    reference_chi2 = stats.chi2.ppf((np.arange(_QUADRATURE) + 0.5) / _QUADRATURE, dof)
-    margin = np.sqrt(reference_noise_var * reference_chi2 / q_low)
-    margin = np.maximum(STD_RATIO * margin, STD_FLOOR)
-    total_var = seed_std**2 + tested_noise_var
-    needed = q_high * (margin**2 + tested_noise_var) / total_var
-    return float(np.mean(stats.chi2.sf(needed, dof)))
+    one_sided = alpha / comparisons
+    normal = np.random.default_rng(0).standard_normal((2, POWER_DRAWS, n_seeds))
+    reference = normal[0] * math.sqrt(reference_seed_var + reference_noise_var)
+    tested = normal[1] * math.sqrt(seed_std**2 + tested_noise_var)
+    margin = np.maximum(STD_RATIO * np.sqrt(_variance_bound(reference, one_sided)), STD_FLOOR)
+    lower = np.sqrt(np.maximum(_variance_bound(tested, 1 - one_sided) - tested_noise_var, 0.0))
+    return float(np.mean(lower > margin))
 
 
+@functools.lru_cache(maxsize=256)
 def minimum_seeds(
+    reference_seed_var: float,
     reference_noise_var: float,
     tested_noise_var: float,
     comparisons: int,
@@ -284,29 +324,52 @@ def minimum_seeds(
     alpha: float = ALPHA,
 ) -> int | None:
     """Smallest number of seeds at which `detection_power` reaches `power`, or None when even
-    MAX_SEEDS do not (evaluation sets so small that their noise alone sets a margin above
-    `seed_std`). Power grows with the number of seeds: a bisection finds the smallest."""
+    MAX_SEEDS do not (evaluation sets so small, or a reference so spread, that the margin
+    alone exceeds `seed_std`). Power grows with the number of seeds: a search finds it."""
     if seed_std <= STD_FLOOR:
         raise ValueError(f"a design seed std of {seed_std} cannot exceed the floor {STD_FLOOR}")
 
     def enough(k: int) -> bool:
         power_k = detection_power(
-            k, reference_noise_var, tested_noise_var, comparisons, seed_std, alpha
+            k,
+            reference_seed_var,
+            reference_noise_var,
+            tested_noise_var,
+            comparisons,
+            seed_std,
+            alpha,
         )
         return power_k >= power
 
-    if not enough(MAX_SEEDS):
-        return None
-    low, high = 2, MAX_SEEDS  # enough(high) holds; find the smallest such k
+    high = 2  # gallop: the first power of two with the power, then bisect below it
+    while not enough(high):
+        if high >= MAX_SEEDS:
+            return None
+        high = min(2 * high, MAX_SEEDS)
+    low = high // 2 + 1 if high > 2 else 2
     while low < high:
         middle = (low + high) // 2
         low, high = (low, middle) if enough(middle) else (middle + 1, high)
     return low
 
 
-def _near_chance(mean: float, chance: float) -> bool:
-    """Whether a mean in-distribution accuracy is within CHANCE_BAND of chance."""
-    return abs(mean - chance) <= CHANCE_BAND
+def _not_above_majority(
+    values: np.ndarray, noise: Noise, majority: float, alpha: float
+) -> tuple[float, float] | None:
+    """(mean, one-sided p) when the seeds' mean accuracy is not significantly above the
+    majority-class rate (a z test with one seed's sampling error: cautious), else None."""
+    mean = float(values.mean())
+    se = math.sqrt(float(np.mean(noise.single_var)))
+    p = float(stats.norm.sf((mean - majority) / se)) if se > 0 else float(mean <= majority)
+    return (mean, p) if p >= alpha else None
+
+
+def _above_chance(values: np.ndarray, noise: Noise, tests: int, alpha: float) -> int:
+    """How many seeds score significantly above BIAS_FREE_CHANCE (one-sided z tests,
+    Bonferroni over `tests`)."""
+    se = np.sqrt(np.maximum(np.asarray(noise.single_var, dtype=float), 1e-300))
+    p = stats.norm.sf((values - BIAS_FREE_CHANCE) / se)
+    return int((p < alpha / tests).sum())
 
 
 def _one_class(shares: Mapping[str, Sequence[float]], n_seeds: int) -> Reason | None:
@@ -327,84 +390,127 @@ def _one_class(shares: Mapping[str, Sequence[float]], n_seeds: int) -> Reason | 
     return Reason("one class", numbers | {"seed": seed, "threshold": ONE_CLASS_SHARE})
 
 
+def learned(table: pd.DataFrame, noise: Mapping[str, Noise], design: Design, alpha: float = ALPHA):
+    """The first reference column whose mean accuracy is not significantly above its
+    majority class, as (column, mean, majority, p), or None: the task was learned."""
+    for column in design.reference:
+        values, majority = _accuracies(table, column), design.majority[column]
+        found = _not_above_majority(values, _noise(noise, column), majority, alpha)
+        if found is not None:
+            return column, found[0], majority, found[1]
+    return None
+
+
 def verdict(
     table: pd.DataFrame,
-    sizes: Mapping[str, int],
+    noise: Mapping[str, Noise],
     design: Design,
     prediction_shares: Mapping[str, Sequence[float]] | None = None,
     alpha: float = ALPHA,
-    clustered: Mapping[str, float] | None = None,
 ) -> Verdict:
     """Decide whether one study (a seeds table, one row per seed) shows the paper's finding.
 
-    Inconclusive first when the study cannot answer at all: a seed predicts one class on
-    >= ONE_CLASS_SHARE of a set (`prediction_shares`: per set, the share of each seed's most
-    frequent predicted class, in row order), or a mean in-distribution reference accuracy lies
-    within CHANCE_BAND of chance. Then "reproduces" when some tested column's one-sided lower
-    bound of its seed std exceeds the margin max(STD_RATIO x the largest upper bound of the
-    references' seed std, STD_FLOOR): the test holds its alpha at any number of seeds.
-    Otherwise "does not reproduce" only with at least `minimum_seeds` seeds (the power to see an
-    effect had there been one); with fewer, inconclusive.
+    In this order: inconclusive when a seed predicts one class on >= ONE_CLASS_SHARE of an
+    in-distribution set (`prediction_shares`), or a reference column's mean accuracy is not
+    significantly above its majority class (one-sided, at alpha). Then each tested column's
+    one-sided lower bound of its seed std, and of its bias-free counterpart's, is set against
+    the margin max(STD_RATIO x the largest upper bound of the references' seed std,
+    STD_FLOOR); the bounds are at alpha / `design.comparisons` each (Bonferroni; a column
+    and its counterpart must both pass: intersection-union). "reproduces" when some column
+    passes both; "inconclusive" (label bias) when some raw column passes but no counterpart
+    does: the seeds differ in how often they answer a label; "inconclusive" (diagnostic at
+    chance) when no seed's bias-free score on any tested column is significantly above
+    chance. Otherwise "does not reproduce" only with at least `minimum_seeds` seeds (the
+    power to see an effect had there been one); with fewer, inconclusive. With fewer than
+    NORMAL_SEEDS seeds neither conclusive outcome is given (rule "few seeds").
 
-    The bounds are chi-square bounds at alpha / (tested + references) each (Bonferroni), so
-    under the null no tested column's true seed std exceeds max(STD_RATIO x the references',
-    STD_FLOOR) the test passes with probability at most alpha. The tested lower bounds subtract
-    the evaluation noise (binomial, or the cluster bootstrap's where larger: `clustered`); the
-    references' upper bounds do not (they bound the total spread, which holds whatever the
-    noise), so an overstated noise can only make the test more conservative.
+    The tested bounds subtract the paired evaluation noise (`noise`); the references' upper
+    bounds bound the total spread, whatever the noise.
     """
-    clustered = clustered or {}
-
-    def noise(column: str, values: np.ndarray) -> float:
-        return column_noise_var(values, _size(sizes, column), column, clustered)
-
     references = {c: _accuracies(table, c) for c in design.reference}
-    columns = tuple(seed_variance(table, sizes, clustered=clustered))
+    tested = {c: _accuracies(table, c) for c in design.tested}
+    bias_free = {c: _accuracies(table, design.bias_free[c]) for c in design.tested}
+    shown = [*design.reference, *[x for c in design.tested for x in (c, design.bias_free[c])]]
+    others = [c for c in noise if c in table.columns and c not in shown]
+    paired = {c: _noise(noise, c).paired_var for c in [*shown, *others]}
+    columns = tuple(seed_variance(table, paired, [*shown, *others]))
     k = len(table)
-    tested = {column: _accuracies(table, column) for column in design.tested}
-    reference_noise = max(noise(c, v) for c, v in references.items())
-    tested_noise = {c: noise(c, v) for c, v in tested.items()}
-    min_k = minimum_seeds(
-        reference_noise, max(tested_noise.values()), design.comparisons, alpha=alpha
+    reference_noise = max(paired[c] for c in design.reference)
+    reference_seed_var = max(
+        max(float(v.var(ddof=1)) - paired[c], 0.0) if k > 1 else 0.0 for c, v in references.items()
     )
+    tested_noise = max(max(paired[c], paired[design.bias_free[c]]) for c in design.tested)
+    min_k = minimum_seeds(reference_seed_var, reference_noise, tested_noise, design.comparisons)
 
     tests: tuple[ColumnTest, ...] = ()
     margin = None
     if k >= 2:
         one_sided = alpha / design.comparisons
-        upper = max(
-            _std_bound(float(v.var(ddof=1)), k - 1, one_sided, 0.0) for v in references.values()
-        )
+        upper = max(_std_bound(v, one_sided, 0.0) for v in references.values())
         margin = max(STD_RATIO * upper, STD_FLOOR)
-        lowers = {
-            c: _std_bound(float(v.var(ddof=1)), k - 1, 1 - one_sided, tested_noise[c])
-            for c, v in tested.items()
-        }
-        tests = tuple(ColumnTest(c, low, low > margin) for c, low in lowers.items())
+        found = []
+        for column, values in tested.items():
+            free = design.bias_free[column]
+            low = _std_bound(values, 1 - one_sided, paired[column])
+            free_low = _std_bound(bias_free[column], 1 - one_sided, paired[free])
+            found.append(ColumnTest(column, low, free, free_low, low > margin, free_low > margin))
+        tests = tuple(found)
 
     def decided(outcome: Outcome, rule: Rule, **numbers: Any) -> Verdict:
+        if outcome != "inconclusive" and k < NORMAL_SEEDS:
+            numbers = {"would": outcome, "seeds": k, "needed": NORMAL_SEEDS, **numbers}
+            outcome, rule = "inconclusive", "few seeds"
         return Verdict(outcome, Reason(rule, numbers), columns, tests, margin, min_k)
 
     one_class = _one_class(prediction_shares or {}, k)
     if one_class is not None:
         return Verdict("inconclusive", one_class, columns, tests, margin, min_k)
-    for column, values in references.items():
-        if _near_chance(float(values.mean()), design.chance):
-            mean, chance = float(values.mean()), design.chance
-            return decided("inconclusive", "near chance", column=column, mean=mean, chance=chance)
-    passed = [test for test in tests if test.passes]
-    reference = " / ".join(design.reference)
-    if passed:
-        bounds = {t.column: t.seed_std_lower for t in passed}
+    not_learned = learned(table, noise, design, alpha)
+    if not_learned is not None:
+        column, mean, majority, p = not_learned
         return decided(
-            "reproduces", "passes", bounds=bounds, margin=margin, reference=reference, alpha=alpha
+            "inconclusive", "near chance", column=column, mean=mean, chance=majority, p=p
         )
+    reference = " / ".join(design.reference)
+    both = [t for t in tests if t.passes and t.bias_free_passes]
+    if both:
+        bounds = {t.column: t.seed_std_lower for t in both}
+        free_bounds = {t.bias_free: t.bias_free_lower for t in both}
+        return decided(
+            "reproduces",
+            "passes",
+            bounds=bounds,
+            bias_free=free_bounds,
+            margin=margin,
+            reference=reference,
+            alpha=alpha,
+        )
+    raw_only = [t for t in tests if t.passes]
+    if raw_only:
+        best = max(raw_only, key=lambda t: t.seed_std_lower)
+        return decided(
+            "inconclusive",
+            "label bias",
+            column=best.column,
+            lower=best.seed_std_lower,
+            bias_free=best.bias_free,
+            bias_free_lower=best.bias_free_lower,
+            margin=margin,
+        )
+    checks = len(design.tested) * k
+    above = {
+        c: _above_chance(v, _noise(noise, design.bias_free[c]), checks, alpha)
+        for c, v in bias_free.items()
+    }
+    if not any(above.values()):
+        means = {design.bias_free[c]: float(v.mean()) for c, v in bias_free.items()}
+        return decided("inconclusive", "diagnostic at chance", means=means, chance=BIAS_FREE_CHANCE)
     if min_k is None:
         return decided("inconclusive", "sets too small", seed_std=DESIGN_SEED_STD)
     if k < min_k or margin is None:  # min_k >= 2, so margin is set past this point
         return decided("inconclusive", "too few seeds", seeds=k, needed=min_k)
-    best = max(tests, key=lambda test: test.seed_std_lower)
-    largest = {best.column: best.seed_std_lower}
+    best_test = max(tests, key=lambda test: min(test.seed_std_lower, test.bias_free_lower))
+    largest = {best_test.column: best_test.seed_std_lower}
     return decided("does not reproduce", "none passes", margin=margin, largest=largest)
 
 
@@ -418,15 +524,39 @@ def reason_text(outcome: str, reason: Reason) -> str:
         )
     if reason.rule == "near chance":
         return (
-            f"inconclusive: mean {n['column']} {n['mean']:.3f} is within "
-            f"{CHANCE_BAND * 100:.0f} points of chance ({n['chance']:.3f})"
+            f"inconclusive: mean {n['column']} {n['mean']:.3f} is not significantly above its "
+            f"majority class ({n['chance']:.3f}; one-sided p = {n['p']:.2g}): the task was "
+            "not learned"
+        )
+    if reason.rule == "few seeds":
+        return (
+            f"inconclusive: the test says {n['would']!r}, but {n['seeds']} seeds are too few to "
+            f"rely on the normality it assumes (at least {n['needed']}); "
+            + reason_text(n["would"], Reason(_inner_rule(n["would"]), n)).split(": ", 1)[1]
         )
     if reason.rule == "passes":
         bounds = ", ".join(f"{column} {low:.3f}" for column, low in n["bounds"].items())
+        free = ", ".join(f"{low:.3f}" for low in n["bias_free"].values())
         return (
             f"reproduces: the seed-std lower bound of {bounds} exceeds the margin "
             f"{n['margin']:.3f} ({STD_RATIO:g} x {n['reference']}'s seed-std upper bound, at "
-            f"least {STD_FLOOR}) at family-wise alpha {n['alpha']}"
+            f"least {STD_FLOOR}) at family-wise alpha {n['alpha']}, and so does that of its "
+            f"bias-free accuracy ({free}): the seeds differ in how they generalize, not only "
+            "in how often they answer a label"
+        )
+    if reason.rule == "label bias":
+        return (
+            f"inconclusive: {n['column']} spreads across seeds (seed-std lower bound "
+            f"{n['lower']:.3f} > margin {n['margin']:.3f}) but its bias-free accuracy does not "
+            f"(lower bound {n['bias_free_lower']:.3f}): the seeds differ in how often they "
+            "answer a label, not shown to differ in how they generalize"
+        )
+    if reason.rule == "diagnostic at chance":
+        means = ", ".join(f"{column} {mean:.3f}" for column, mean in n["means"].items())
+        return (
+            f"inconclusive: no seed's bias-free accuracy on a headline column is significantly "
+            f"above chance ({n['chance']}; means {means}): the seeds do not tell the diagnostic "
+            "set's labels apart, so their spread there is how often they answer a label"
         )
     if reason.rule == "sets too small":
         return (
@@ -442,9 +572,13 @@ def reason_text(outcome: str, reason: Reason) -> str:
         )
     ((column, low),) = n["largest"].items()
     return (
-        f"{outcome}: no headline column's seed-std lower bound exceeds the margin "
-        f"{n['margin']:.3f} (largest: {column} {low:.3f})"
+        f"{outcome}: no headline column's seed-std lower bound, with its bias-free "
+        f"accuracy's, exceeds the margin {n['margin']:.3f} (largest: {column} {low:.3f})"
     )
+
+
+def _inner_rule(outcome: str) -> Rule:
+    return "passes" if outcome == "reproduces" else "none passes"
 
 
 def _pearson(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -575,18 +709,19 @@ def predicts(
 
 def sweep_verdict(
     configurations: Mapping[str, pd.DataFrame],
-    sizes: Mapping[str, int],
+    noise: Mapping[str, Mapping[str, Noise]],
     design: Design,
     prediction_shares: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
     alpha: float = ALPHA,
 ) -> SweepVerdict:
-    """Apply `verdict` per configuration, ignoring those whose mean in-distribution reference
-    accuracy is near chance (they did not learn the task).
+    """Apply `verdict` per configuration (`noise`: per configuration, per column), ignoring
+    those whose reference accuracy is not significantly above the majority class (they did
+    not learn the task).
 
-    "reproduces" when every configuration with a conclusive verdict reproduces, "does not
-    reproduce" when none does, "inconclusive" when none learned the task, none is conclusive, or the
-    conclusive ones disagree. Each configuration is tested at `alpha`; "all reproduce" needs no
-    correction (every one must pass on its own).
+    Each learned configuration is tested at alpha / their number (Bonferroni), so that the
+    configurations said to reproduce hold family-wise. "reproduces" only when every learned
+    configuration reproduces, "does not reproduce" only when every one does not; an
+    inconclusive configuration is not a pass, so any other mix is inconclusive.
     """
     if not configurations:
         raise ValueError("a sweep needs at least one configuration")
@@ -594,42 +729,40 @@ def sweep_verdict(
     ignored = tuple(
         name
         for name, table in configurations.items()
-        if any(
-            _near_chance(float(_accuracies(table, c).mean()), design.chance)
-            for c in design.reference
-        )
+        if learned(table, noise[name], design, alpha) is not None
     )
+    kept = [name for name in configurations if name not in ignored]
+    each = alpha / max(len(kept), 1)
     verdicts = {
-        name: verdict(table, sizes, design, shares.get(name), alpha)
-        for name, table in configurations.items()
-        if name not in ignored
+        name: verdict(configurations[name], noise[name], design, shares.get(name), each)
+        for name in kept
     }
-    learned, chance = len(verdicts), f"({len(ignored)} ignored at chance)"
+    chance = f"({len(ignored)} ignored: not above the majority class)"
     if not verdicts:
         return SweepVerdict(
             "inconclusive",
-            f"inconclusive: no configuration learned the task (all {len(ignored)} within "
-            f"{CHANCE_BAND * 100:.0f} points of chance)",
+            f"inconclusive: no configuration learned the task {chance}",
             verdicts,
             ignored,
         )
-    conclusive = {n: v for n, v in verdicts.items() if v.outcome != "inconclusive"}
-    reproducing = [n for n, v in conclusive.items() if v.outcome == "reproduces"]
-    scope = (
-        f"{learned} configurations that learned the task"
-        if len(conclusive) == learned
-        else f"{len(conclusive)} conclusive configurations of the {learned} that learned the task"
-    )
-    if not conclusive:
-        outcome: Outcome = "inconclusive"
-        reason = f"inconclusive: none of the {learned} configurations that learned the task gave a "
-        reason += f"conclusive verdict {chance}"
-    elif len(reproducing) == len(conclusive):
-        outcome, reason = "reproduces", f"reproduces in all {scope} {chance}"
-    elif not reproducing:
-        outcome, reason = "does not reproduce", f"does not reproduce in any of the {scope} {chance}"
+    counts = {o: [n for n, v in verdicts.items() if v.outcome == o] for o in _OUTCOMES}
+    total = len(verdicts)
+    tally = ", ".join(f"{len(names)} {o}" for o, names in counts.items() if names)
+    if len(counts["reproduces"]) == total:
+        outcome: Outcome = "reproduces"
+        reason = f"reproduces in all {total} configurations that learned the task {chance}"
+    elif len(counts["does not reproduce"]) == total:
+        outcome = "does not reproduce"
+        reason = f"does not reproduce in any of the {total} configurations that learned the task"
+        reason += f" {chance}"
     else:
         outcome = "inconclusive"
-        reason = f"inconclusive: reproduces in {len(reproducing)} of the {scope} "
-        reason += f"({', '.join(reproducing)}) but not in the others {chance}"
+        reason = f"inconclusive: of {total} configurations that learned the task, {tally}"
+        if counts["reproduces"]:
+            reason += f" (reproducing at family-wise alpha {alpha}: "
+            reason += f"{', '.join(counts['reproduces'])})"
+        reason += f" {chance}"
     return SweepVerdict(outcome, reason, verdicts, ignored)
+
+
+_OUTCOMES: tuple[Outcome, ...] = ("reproduces", "does not reproduce", "inconclusive")

@@ -16,10 +16,10 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from seedvar.config import Config  # noqa: E402
 from seedvar.declared import headline_mean_column, primary_column  # noqa: E402
-from seedvar.metrics import MAJORITY_SHARE, majority_share_column  # noqa: E402
-from seedvar.study.aggregate import study_design  # noqa: E402
+from seedvar.study.aggregate import prediction_shares  # noqa: E402
+from seedvar.study.evidence import from_predictions  # noqa: E402
 from seedvar.study.job import SeedJob  # noqa: E402
-from seedvar.study.verdict import SweepVerdict, sweep_verdict  # noqa: E402
+from seedvar.study.verdict import Noise, SweepVerdict, sweep_verdict  # noqa: E402
 from seedvar.sweep.trial import MLFLOW_RUN_ATTR, OUTPUT_DIR_ATTR, SEEDS_ATTR  # noqa: E402
 
 
@@ -86,25 +86,24 @@ def plot_accuracy_vs_spread(config: Config, table: pd.DataFrame, pareto: set[int
 
 
 def decide(config: Config, study: optuna.Study) -> SweepVerdict | None:
-    """The sweep's verdict from the completed trials' seeds (read back from their folders);
-    None before any trial has completed."""
+    """The sweep's verdict from the completed trials' seeds (their predictions, read back from
+    their folders); None before any trial has completed."""
     tables: dict[str, pd.DataFrame] = {}
     shares: dict[str, dict[str, list[float]]] = {}
-    sizes: dict[str, int] = {}
+    noise: dict[str, dict[str, Noise]] = {}
+    design = None
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         if OUTPUT_DIR_ATTR not in trial.user_attrs:  # added by hand: no seeds to read back
             continue
-        jobs = [
-            SeedJob(Path(trial.user_attrs[OUTPUT_DIR_ATTR]), s)
-            for s in trial.user_attrs[SEEDS_ATTR]
-        ]
-        table = pd.DataFrame([job.finished_metrics() for job in jobs])
+        runs_dir, seeds = Path(trial.user_attrs[OUTPUT_DIR_ATTR]), trial.user_attrs[SEEDS_ATTR]
+        table = pd.DataFrame([SeedJob(runs_dir, s).finished_metrics() for s in seeds])
+        evidence = from_predictions(config.model_copy(update={"seeds": seeds}), runs_dir, table)
         name = f"trial {trial.number}"
-        tables[name] = table
-        shares[name] = {s: table[majority_share_column(s)].tolist() for s in config.task.evaluation}
-        columns = jobs[0].finished_columns()
-        sizes = sizes or {c.name: c.size for c in columns if not c.name.startswith(MAJORITY_SHARE)}
-    return sweep_verdict(tables, sizes, study_design(config), shares) if tables else None
+        tables[name], noise[name], design = evidence.table, evidence.noise, evidence.design
+        shares[name] = prediction_shares(config, table)
+    if design is None:
+        return None
+    return sweep_verdict(tables, noise, design, shares)
 
 
 def summary(config: Config, table: pd.DataFrame, decision: SweepVerdict | None) -> str:

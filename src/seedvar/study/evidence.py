@@ -1,0 +1,191 @@
+"""What the verdict weighs, gathered from a study's seeds: the seeds table with each tested
+column's bias-free counterpart added, every column's evaluation noise between seeds, and the
+design (reference columns with their majority class, tested columns). From the seeds'
+per-example predictions (a study seedvar ran), or from a published per-run table of rates
+with the declared sets' examples (binomial noise: no predictions to pair)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from seedvar.config import Config
+from seedvar.declared import Diagnostic, in_distribution_name
+from seedvar.errors import SeedvarError
+from seedvar.metrics import (
+    accuracy_of_counts,
+    bias_free_accuracy,
+    bias_free_column,
+    bias_free_scopes,
+    diagnostic_columns,
+    other_labels_column,
+)
+from seedvar.study.job import SeedJob
+from seedvar.study.noise import ColumnNoise, Scored, binomial_noise, paired_noise
+from seedvar.study.verdict import Design, Noise
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The seeds table (bias-free counterparts added), each column's noise, the design."""
+
+    table: pd.DataFrame
+    noise: dict[str, Noise]
+    design: Design
+
+
+def answers(runs_dir: Path, seeds: list[int], set_name: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """The examples of one set (from the first seed: id, gold, groups) and a seeds x examples
+    matrix of predicted labels."""
+    frames = [
+        pd.read_parquet(SeedJob(runs_dir, seed).folder / "predictions" / f"{set_name}.parquet")
+        for seed in seeds
+    ]
+    examples = frames[0].drop(columns=[c for c in frames[0].columns if c.startswith("logit_")])
+    for seed, frame in zip(seeds, frames, strict=True):
+        if not frame["id"].equals(examples["id"]):
+            raise SeedvarError(
+                f"seed {seed} was evaluated on other {set_name} examples than seed {seeds[0]}; "
+                "aggregate only seeds of one study (same data settings)"
+            )
+    predicted = np.stack([f["predicted"].to_numpy() for f in frames])
+    return examples.drop(columns=["predicted"]), predicted
+
+
+def _as_noise(found: ColumnNoise) -> Noise:
+    return Noise(found.paired_var, tuple(float(v) for v in found.single_var), found.method)
+
+
+def design_columns(config: Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    task = config.task
+    reference = tuple(in_distribution_name(n, d) for n, d in task.evaluation.items() if d.headline)
+    tested = tuple(c for d in config.diagnostics.values() for c in d.headline)
+    return reference, tested
+
+
+def _design(config: Config, majority: dict[str, float]) -> Design:
+    reference, tested = design_columns(config)
+    return Design(reference, tested, majority, {c: bias_free_column(c) for c in tested})
+
+
+def _resampling(examples: pd.DataFrame, declared: Diagnostic) -> dict[str, np.ndarray | None]:
+    """Each example's cluster (the first declared cluster column with values) and stratum."""
+    cluster = next(
+        (c for c in declared.clusters if c in examples and examples[c].notna().any()), None
+    )
+    strata = declared.strata
+    return {
+        "clusters": examples[cluster].astype(str).to_numpy() if cluster else None,
+        "strata": examples[strata].astype(str).to_numpy() if strata in examples else None,
+    }
+
+
+def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evidence:
+    """Evidence from the seeds' prediction files: paired-bootstrap noise of every accuracy
+    column, and the bias-free counterpart of every tested column with its noise."""
+    seeds, task = config.seeds, config.task
+    noise: dict[str, Noise] = {}
+    majority: dict[str, float] = {}
+    extra: dict[str, np.ndarray] = {}
+    for name, evaluated in task.evaluation.items():
+        examples, predicted = answers(runs_dir, seeds, name)
+        gold = examples["gold"].to_numpy()
+        accuracy = in_distribution_name(name, evaluated)
+        found = paired_noise(Scored(gold, predicted, len(task.labels)), accuracy_of_counts)
+        noise[accuracy] = _as_noise(found)
+        majority[accuracy] = float(np.bincount(gold).max() / len(gold))
+    _, tested = design_columns(config)
+    for name, declared in config.diagnostics.items():
+        examples, predicted = answers(runs_dir, seeds, name)
+        gold = examples["gold"].to_numpy()
+        scored = Scored(gold, predicted, len(declared.labels), **_resampling(examples, declared))
+        scopes = bias_free_scopes(name, declared, examples)
+        for column, mask in diagnostic_columns(name, declared, examples):
+            noise[column.name] = _as_noise(paired_noise(scored.subset(mask), accuracy_of_counts))
+            if column.name in tested:
+                free = paired_noise(scored.subset(scopes[column.name]), bias_free_accuracy)
+                noise[bias_free_column(column.name)] = _as_noise(free)
+                extra[bias_free_column(column.name)] = free.values
+                rest = scopes[column.name] & ~mask
+                if rest.any():
+                    hits = predicted[:, rest] == gold[rest]
+                    extra[other_labels_column(column.name)] = hits.mean(axis=1)
+    return Evidence(table.assign(**extra), noise, _design(config, majority))
+
+
+def _rate_noise(rates: list[np.ndarray], sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Bias-free accuracy of two-label rates (each label's accuracy and its example count)
+    per seed, and its binomial variance by the delta method."""
+
+    def value(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        n_a, n_b = sizes
+        counts = np.stack(
+            [np.stack([a * n_a, (1 - a) * n_a], -1), np.stack([(1 - b) * n_b, b * n_b], -1)], -2
+        )
+        return bias_free_accuracy(counts)
+
+    a, b = rates
+    step = 1e-6
+    slope_a = (value(np.clip(a + step, 0, 1), b) - value(np.clip(a - step, 0, 1), b)) / (2 * step)
+    slope_b = (value(a, np.clip(b + step, 0, 1)) - value(a, np.clip(b - step, 0, 1))) / (2 * step)
+    variance = slope_a**2 * a * (1 - a) / sizes[0] + slope_b**2 * b * (1 - b) / sizes[1]
+    return value(a, b), variance
+
+
+def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataFrame]) -> Evidence:
+    """Evidence from a per-run table of accuracies alone (a published one, or a study whose
+    predictions are gone), with `examples`, the declared sets' canonical examples (gold
+    `label` and groups): binomial noise (it overstates the paired noise of a shared set), and
+    each tested column's bias-free counterpart from the table's per-label columns of its
+    scope, which must be there (two gold labels)."""
+    task = config.task
+    noise: dict[str, Noise] = {}
+    majority: dict[str, float] = {}
+    for name, evaluated in task.evaluation.items():
+        accuracy = in_distribution_name(name, evaluated)
+        gold = examples[name]["label"].to_numpy()
+        majority[accuracy] = float(np.bincount(gold).max() / len(gold))
+        if accuracy in table:
+            values = table[accuracy].to_numpy(float)
+            noise[accuracy] = _as_noise(binomial_noise(values, len(gold)))
+    _, tested = design_columns(config)
+    extra: dict[str, np.ndarray] = {}
+    for name, declared in config.diagnostics.items():
+        frame = examples[name]
+        gold = frame["label"].to_numpy()
+        found = diagnostic_columns(name, declared, frame)
+        scopes = bias_free_scopes(name, declared, frame)
+        for column, mask in found:
+            if column.name in table:
+                values = table[column.name].to_numpy(float)
+                noise[column.name] = _as_noise(binomial_noise(values, int(mask.sum())))
+        for column in [c for c, _ in found if c.name in tested]:
+            scope = scopes[column.name]
+            labels = sorted(set(gold[scope].tolist()))
+            partners = [
+                next(
+                    (c.name for c, m in found if np.array_equal(m, scope & (gold == label))),
+                    None,
+                )
+                for label in labels
+            ]
+            if len(labels) != 2 or None in partners or not set(partners) <= set(table.columns):
+                raise SeedvarError(
+                    f"{column.name}: a table of rates gives its bias-free accuracy only from one "
+                    "column per gold label of its scope (two labels); run `seedvar aggregate` "
+                    "over the seeds' predictions instead"
+                )
+            rates = [table[p].to_numpy(float) for p in partners]
+            other = next(p for p in partners if p != column.name)
+            extra[other_labels_column(column.name)] = table[other].to_numpy(float)
+            values, variance = _rate_noise(
+                rates, [int((scope & (gold == x)).sum()) for x in labels]
+            )
+            free = bias_free_column(column.name)
+            extra[free] = values
+            method = "delta method on binomial rates"
+            noise[free] = Noise(float(variance.mean()), tuple(variance.tolist()), method)
+    return Evidence(table.assign(**extra), noise, _design(config, majority))
