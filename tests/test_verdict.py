@@ -306,3 +306,26 @@ def test_sweep_configurations_said_to_reproduce_hold_family_wise():
         )
         named += any(v.outcome == "reproduces" for v in result.verdicts.values())
     assert named / sweeps <= ALPHA + 2 * _se(ALPHA, sweeps)
+
+
+def test_seedvar_verdict_decides_a_published_table_or_names_the_problem(tmp_path, capsys):
+    from seedvar.cli import main
+
+    hans_only = [x for f in HANS_ONLY for x in ("--set", f)]
+    out = tmp_path / "verdict.json"
+    assert (
+        main(["verdict", "--profile", "cpu", *hans_only, str(PAPER_RUNS), "--json", str(out)]) == 0
+    )
+    assert capsys.readouterr().out.startswith(f"100 runs of {PAPER_RUNS}: reproduces: ")
+    import json
+
+    record = json.loads(out.read_text())
+    assert record["rule"] == "passes" and record["noise_method"]["MNLI dev acc."].startswith(
+        "binomial"
+    )
+    assert main(["verdict", "--profile", "cpu", str(PAPER_RUNS)]) == 2  # lacks SNLI, GLUE columns
+    assert "the table has no column 'SNLI dev acc.'" in capsys.readouterr().err
+    assert main(["verdict", "--profile", "demo", str(tmp_path / "none.csv")]) == 2
+    assert (
+        capsys.readouterr().err.strip().endswith("no such file; give a CSV table, one row per run")
+    )

@@ -215,6 +215,8 @@ def _verdict(args: argparse.Namespace) -> int:
     from seedvar.study.evidence import from_rates
     from seedvar.study.verdict import verdict
 
+    if not args.table.is_file():
+        raise ConfigError(f"{args.table}: no such file; give a CSV table, one row per run")
     table = read_table(args.table)
     evidence = from_rates(config, table, load_evaluation_sets(config)[0])
     decision = verdict(evidence.table, evidence.noise, evidence.design)

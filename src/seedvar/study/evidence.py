@@ -142,6 +142,14 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
     each tested column's bias-free counterpart from the table's per-label columns of its
     scope, which must be there (two gold labels)."""
     task = config.task
+    reference, tested = design_columns(config)
+    missing = [c for c in (*reference, *tested) if c not in table.columns]
+    if missing:
+        raise SeedvarError(
+            f"the table has no column {', '.join(map(repr, missing[:3]))} of the study's "
+            "design; give a table of this study's columns (one row per run), or the profile "
+            "it was made with (--profile), or drop the sets it lacks (--set diagnostics.X=null)"
+        )
     noise: dict[str, Noise] = {}
     majority: dict[str, float] = {}
     for name, evaluated in task.evaluation.items():
@@ -151,7 +159,6 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
         if accuracy in table:
             values = table[accuracy].to_numpy(float)
             noise[accuracy] = _as_noise(binomial_noise(values, len(gold)))
-    _, tested = design_columns(config)
     extra: dict[str, np.ndarray] = {}
     for name, declared in config.diagnostics.items():
         frame = examples[name]

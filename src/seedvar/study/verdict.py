@@ -135,7 +135,9 @@ class Verdict:
     columns: tuple[ColumnVariance, ...]
     tests: tuple[ColumnTest, ...]  # empty with fewer than 2 seeds
     margin: float | None  # seed std a headline column must exceed; None below 2 seeds
-    min_seeds: int | None  # None: no number of seeds up to MAX_SEEDS gives the power
+    # the power rule's seeds, asked for only once no column passes and the diagnostic is not
+    # at chance; None otherwise, or when no number of seeds up to MAX_SEEDS gives the power
+    min_seeds: int | None
 
     @property
     def text(self) -> str:
@@ -440,7 +442,6 @@ def verdict(
         max(float(v.var(ddof=1)) - paired[c], 0.0) if k > 1 else 0.0 for c, v in references.items()
     )
     tested_noise = max(max(paired[c], paired[design.bias_free[c]]) for c in design.tested)
-    min_k = minimum_seeds(reference_seed_var, reference_noise, tested_noise, design.comparisons)
 
     tests: tuple[ColumnTest, ...] = ()
     margin = None
@@ -455,6 +456,8 @@ def verdict(
             free_low = _std_bound(bias_free[column], 1 - one_sided, paired[free])
             found.append(ColumnTest(column, low, free, free_low, low > margin, free_low > margin))
         tests = tuple(found)
+
+    min_k: int | None = None  # asked for once no column passes
 
     def decided(outcome: Outcome, rule: Rule, **numbers: Any) -> Verdict:
         if outcome != "inconclusive" and k < NORMAL_SEEDS:
@@ -505,6 +508,7 @@ def verdict(
     if not any(above.values()):
         means = {design.bias_free[c]: float(v.mean()) for c, v in bias_free.items()}
         return decided("inconclusive", "diagnostic at chance", means=means, chance=BIAS_FREE_CHANCE)
+    min_k = minimum_seeds(reference_seed_var, reference_noise, tested_noise, design.comparisons)
     if min_k is None:
         return decided("inconclusive", "sets too small", seed_std=DESIGN_SEED_STD)
     if k < min_k or margin is None:  # min_k >= 2, so margin is set past this point
