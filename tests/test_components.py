@@ -213,9 +213,8 @@ def test_identical_cells_give_zero_components_and_the_note():
     assert compare_sources("x", cells, 0.01**2).p_value == 1.0
 
 
-def test_component_table_puts_init_seeds_on_rows():
-    """A 3 x 4 design whose accuracy depends only on the init seed, set through the config's
-    own job -> (init, data) mapping: init 10 points, data order 0, p at its floor."""
+def _three_by_four():
+    """A 3 x 4 factorial config and an accuracy for each of its init seeds."""
     config = load_config(
         None,
         [
@@ -224,7 +223,13 @@ def test_component_table_puts_init_seeds_on_rows():
             "factorial.data_seeds=[20, 21, 22, 23]",
         ],
     )
-    by_init = {10: 0.6, 11: 0.7, 12: 0.8}
+    return config, {10: 0.6, 11: 0.7, 12: 0.8}
+
+
+def test_component_table_puts_init_seeds_on_rows():
+    """A 3 x 4 design whose accuracy depends only on the init seed, set through the config's
+    own job -> (init, data) mapping: init 10 points, data order 0, p at its floor."""
+    config, by_init = _three_by_four()
     table = pd.DataFrame(
         {
             "seed": list(range(12))[::-1],  # not in job order
@@ -253,15 +258,7 @@ def test_component_table_of_joint_seeds_carries_the_note():
 def test_components_text_names_the_larger_source_after_holm():
     """Two headline columns in a 3 x 4 design: one varies with the init seed only, one not at
     all; the first is told apart (Holm over both), the second not, its interaction noted."""
-    config = load_config(
-        None,
-        [
-            f"seeds={list(range(12))}",
-            "factorial.init_seeds=[10, 11, 12]",
-            "factorial.data_seeds=[20, 21, 22, 23]",
-        ],
-    )
-    by_init = {10: 0.6, 11: 0.7, 12: 0.8}
+    config, by_init = _three_by_four()
     table = pd.DataFrame(
         {
             "seed": range(12),

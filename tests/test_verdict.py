@@ -81,18 +81,20 @@ def test_seeds_that_generalize_differently_reproduce():
     """Seeds whose sensitivity varies (std 0.6) and whose criterion does not: 20 seeds
     reproduce in most of 200 studies; the same seeds with their criterion varying as well
     still do (the bias-free column carries the difference)."""
-    moving = _outcomes(Truth(seeds=20, examples=400, sensitivity_std=0.6), 200)
-    assert moving.get("passes", 0) >= 170, moving
-    both = _outcomes(Truth(seeds=20, examples=400, sensitivity_std=0.6, criterion_std=0.5), 200)
-    assert both.get("passes", 0) >= 150, both
+    moving = _outcomes(Truth(seeds=20, sensitivity_std=0.6), 200)
+    assert moving.get("passes", 0) >= 180, moving
+    both = _outcomes(Truth(seeds=20, sensitivity_std=0.6, criterion_std=0.5), 200)
+    assert both.get("passes", 0) >= 180, both
 
 
 def test_noise_alone_on_a_shared_set_never_reproduces_and_can_say_does_not():
-    """No seed effect, 40 seeds: evaluation noise never passes, and the study has the power
-    to say "does not reproduce" in most of 200 studies."""
-    counts = _outcomes(Truth(seeds=40, examples=400), 200)
+    """No seed effect, 40 seeds: evaluation noise passes at most at the stated rate, and each
+    study either says "does not reproduce" (about 60 %: where its measured reference spread
+    leaves it the power) or names the seeds it would need."""
+    counts = _outcomes(Truth(seeds=40), 200)
     assert counts.get("passes", 0) <= 200 * (PER_COLUMN + 2 * _se(PER_COLUMN, 200)), counts
-    assert counts.get("none passes", 0) >= 150, counts
+    assert counts.get("none passes", 0) >= 90, counts
+    assert set(counts) <= {"passes", "none passes", "too few seeds"}, counts
 
 
 def test_heavy_tailed_seeds_at_the_margin_pass_at_most_at_the_stated_rate():

@@ -57,7 +57,7 @@ NORMAL_SEEDS = 10
 DESIGN_SEED_STD = 0.05
 DESIGN_POWER = 0.8
 MAX_SEEDS = 200  # beyond this many seeds the power rule gives up
-POWER_DRAWS = 4000  # simulated studies behind each power figure
+POWER_DRAWS = 2000  # simulated studies behind each power figure
 
 
 @dataclass(frozen=True)
