@@ -231,6 +231,15 @@ def primary_column(task: Task) -> str:
     return in_distribution_name(name, task.evaluation[name])
 
 
+def design_columns(
+    task: Task, diagnostics: dict[str, Diagnostic]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the verdict compares: the in-distribution headline columns (its references) and
+    every diagnostic set's headline columns (the tested ones)."""
+    reference = tuple(in_distribution_name(n, d) for n, d in task.evaluation.items() if d.headline)
+    return reference, tuple(c for d in diagnostics.values() for c in d.headline)
+
+
 def headline_mean_column(set_name: str) -> str:
     """The mean of a diagnostic set's headline columns (a sweep's spread objective)."""
     return f"{set_name} headline mean"

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from seedvar.config import Config
-from seedvar.declared import Diagnostic, in_distribution_name
+from seedvar.declared import Diagnostic, design_columns, in_distribution_name
 from seedvar.errors import SeedvarError
 from seedvar.metrics import (
     accuracy_of_counts,
@@ -59,15 +59,8 @@ def _as_noise(found: ColumnNoise) -> Noise:
     return Noise(found.paired_var, tuple(float(v) for v in found.single_var), found.method)
 
 
-def design_columns(config: Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    task = config.task
-    reference = tuple(in_distribution_name(n, d) for n, d in task.evaluation.items() if d.headline)
-    tested = tuple(c for d in config.diagnostics.values() for c in d.headline)
-    return reference, tested
-
-
 def _design(config: Config, majority: dict[str, float]) -> Design:
-    reference, tested = design_columns(config)
+    reference, tested = design_columns(config.task, config.diagnostics)
     return Design(reference, tested, majority, {c: bias_free_column(c) for c in tested})
 
 
@@ -97,7 +90,7 @@ def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evi
         found = paired_noise(Scored(gold, predicted, len(task.labels)), accuracy_of_counts)
         noise[accuracy] = _as_noise(found)
         majority[accuracy] = float(np.bincount(gold).max() / len(gold))
-    _, tested = design_columns(config)
+    _, tested = design_columns(config.task, config.diagnostics)
     for name, declared in config.diagnostics.items():
         examples, predicted = answers(runs_dir, seeds, name)
         gold = examples["gold"].to_numpy()
@@ -142,7 +135,7 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
     each tested column's bias-free counterpart from the table's per-label columns of its
     scope, which must be there (two gold labels)."""
     task = config.task
-    reference, tested = design_columns(config)
+    reference, tested = design_columns(config.task, config.diagnostics)
     missing = [c for c in (*reference, *tested) if c not in table.columns]
     if missing:
         raise SeedvarError(

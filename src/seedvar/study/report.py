@@ -20,10 +20,9 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from seedvar import tracking  # noqa: E402
 from seedvar.config import Config  # noqa: E402
 from seedvar.data.io import read_table  # noqa: E402
-from seedvar.declared import primary_column, primary_set  # noqa: E402
+from seedvar.declared import design_columns, primary_column, primary_set  # noqa: E402
 from seedvar.metrics import bias_free_column, other_labels_column  # noqa: E402
 from seedvar.study.aggregate import as_trained, flat_headline  # noqa: E402
-from seedvar.study.evidence import design_columns  # noqa: E402
 from seedvar.study.further_report import CAPTIONS as FURTHER  # noqa: E402
 from seedvar.study.further_report import further_figures, further_text  # noqa: E402
 from seedvar.tracking import provenance  # noqa: E402
@@ -233,7 +232,10 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
         s: [c for c in multibootstrap_columns(results_dir, s) if not c.endswith("overall")]
         for s in config.diagnostics
     }
-    base, headline = primary_column(config.task), list(design_columns(config)[1])
+    base, headline = (
+        primary_column(config.task),
+        list(design_columns(config.task, config.diagnostics)[1]),
+    )
     figures = {
         "groups": plot_groups(ours, paper, by_set, name),
         "scatter": plot_scatter(ours, paper, base, headline, name),
