@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from seedvar.config import load_config
 from seedvar.data.sets import load_evaluation_sets
@@ -110,8 +111,6 @@ def test_heavy_tailed_seeds_at_the_margin_pass_at_most_at_the_stated_rate():
         table, noise = table_study(values, np.full(k, 0.84))
         passed += verdict(table, noise, DESIGN).reason.rule in ("passes", "few seeds")
         lower = float(values.var(ddof=1)) * (k - 1)
-        from scipy import stats
-
         chi_square_only += math.sqrt(lower / stats.chi2.ppf(1 - PER_COLUMN, k - 1)) > 0.01
     tolerance = PER_COLUMN + 2 * _se(PER_COLUMN, studies)
     assert passed / studies <= tolerance, passed
@@ -135,8 +134,6 @@ def test_normal_seeds_at_the_margin_pass_at_the_stated_rate():
 
 def test_the_bound_is_the_more_cautious_of_chi_square_and_bonett():
     values = np.array([0.50, 0.50, 0.51, 0.49, 0.50, 0.50, 0.50, 0.50, 0.50, 0.62, 0.5, 0.5])
-    from scipy import stats
-
     k = len(values)
     chi_low = values.var(ddof=1) * (k - 1) / stats.chi2.ppf(0.99, k - 1)
     chi_high = values.var(ddof=1) * (k - 1) / stats.chi2.ppf(0.01, k - 1)

@@ -55,7 +55,8 @@ def answers(runs_dir: Path, seeds: list[int], set_name: str) -> tuple[pd.DataFra
     return examples.drop(columns=["predicted"]), predicted
 
 
-def _as_noise(found: ColumnNoise) -> Noise:
+def as_noise(found: ColumnNoise) -> Noise:
+    """A bootstrap's noise as the verdict takes it."""
     return Noise(found.paired_var, tuple(float(v) for v in found.single_var), found.method)
 
 
@@ -88,7 +89,7 @@ def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evi
         gold = examples["gold"].to_numpy()
         accuracy = in_distribution_name(name, evaluated)
         found = paired_noise(Scored(gold, predicted, len(task.labels)), accuracy_of_counts)
-        noise[accuracy] = _as_noise(found)
+        noise[accuracy] = as_noise(found)
         majority[accuracy] = float(np.bincount(gold).max() / len(gold))
     _, tested = design_columns(config.task, config.diagnostics)
     for name, declared in config.diagnostics.items():
@@ -97,10 +98,10 @@ def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evi
         scored = Scored(gold, predicted, len(declared.labels), **_resampling(examples, declared))
         scopes = bias_free_scopes(name, declared, examples)
         for column, mask in diagnostic_columns(name, declared, examples):
-            noise[column.name] = _as_noise(paired_noise(scored.subset(mask), accuracy_of_counts))
+            noise[column.name] = as_noise(paired_noise(scored.subset(mask), accuracy_of_counts))
             if column.name in tested:
                 free = paired_noise(scored.subset(scopes[column.name]), bias_free_accuracy)
-                noise[bias_free_column(column.name)] = _as_noise(free)
+                noise[bias_free_column(column.name)] = as_noise(free)
                 extra[bias_free_column(column.name)] = free.values
                 rest = scopes[column.name] & ~mask
                 if rest.any():
@@ -151,7 +152,7 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
         majority[accuracy] = float(np.bincount(gold).max() / len(gold))
         if accuracy in table:
             values = table[accuracy].to_numpy(float)
-            noise[accuracy] = _as_noise(binomial_noise(values, len(gold)))
+            noise[accuracy] = as_noise(binomial_noise(values, len(gold)))
     extra: dict[str, np.ndarray] = {}
     for name, declared in config.diagnostics.items():
         frame = examples[name]
@@ -161,7 +162,7 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
         for column, mask in found:
             if column.name in table:
                 values = table[column.name].to_numpy(float)
-                noise[column.name] = _as_noise(binomial_noise(values, int(mask.sum())))
+                noise[column.name] = as_noise(binomial_noise(values, int(mask.sum())))
         for column in [c for c, _ in found if c.name in tested]:
             scope = scopes[column.name]
             labels = sorted(set(gold[scope].tolist()))

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from seedvar.metrics import accuracy_of_counts, bias_free_accuracy
+from seedvar.study.evidence import as_noise
 from seedvar.study.noise import Scored, paired_noise
 from seedvar.study.verdict import Design, Noise
 
@@ -74,8 +75,5 @@ def study(
         BIAS_FREE: paired_noise(tested, bias_free_accuracy, resamples, seed),
     }
     table = pd.DataFrame({name: f.values for name, f in found.items()})
-    noise = {
-        name: Noise(f.paired_var, tuple(f.single_var.tolist()), f.method)
-        for name, f in found.items()
-    }
+    noise = {name: as_noise(f) for name, f in found.items()}
     return table, noise, DESIGN
