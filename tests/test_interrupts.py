@@ -15,7 +15,7 @@ def handler(monkeypatch: pytest.MonkeyPatch):
     """seedvar's SIGINT handler for the test, pytest's back afterwards."""
     before = signal.getsignal(signal.SIGINT)
     monkeypatch.setattr(interrupts, "_received", False)
-    interrupts.catch_ctrl_c()
+    interrupts.catch_interrupts()
     yield
     signal.signal(signal.SIGINT, before)
 

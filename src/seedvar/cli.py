@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ from seedvar import __version__
 from seedvar.config import Config, load_config, profile_names
 from seedvar.declared import shown_columns
 from seedvar.errors import ConfigError, SeedvarError
-from seedvar.interrupts import catch_ctrl_c
+from seedvar.interrupts import catch_interrupts, stop_with_starters
 from seedvar.preflight import preflight
 
 DEFAULT_PARAMS = Path("params.yaml")
@@ -66,12 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep a seed already finished with this recipe; retrain one of another recipe",
     )
-    finished.add_argument(
-        "--together",
-        action="store_true",
-        help="--reuse, and an unfinished seed trains with every other unfinished seed of the "
-        "study, as many at once as the machine (or ray.address) holds: what `dvc repro` runs",
-    )
     train.add_argument(
         "--prepared", type=Path, help="read the sets from this `seedvar prepare` folder"
     )
@@ -109,12 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="run trials at once, each trial's seeds as Ray tasks (settings: ray.*)",
     )
 
-    launch = command("launch", "train every unfinished seed of the study as Ray tasks")
-    launch.add_argument(
-        "--prepared", type=Path, help="read the sets from this `seedvar prepare` folder"
+    launch = command(
+        "launch",
+        "train every unfinished seed of the study, as many at once as the machine (or the Ray "
+        "cluster at ray.address) holds, and publish them all into output_dir: what `dvc repro` "
+        "runs",
     )
     launch.add_argument(
-        "--force", action="store_true", help="retrain seeds finished with another recipe"
+        "--prepared", type=Path, help="read the sets from this `seedvar prepare` folder"
     )
     launch.add_argument(
         "--report",
@@ -158,25 +155,27 @@ def _train(args: argparse.Namespace) -> int:
     # with_seed: in a factorial design, the job's pair of seeds
     config = study if args.seed is None else study.with_seed(args.seed)
     preflight(config, data=args.prepared is None)
-    reuse = args.reuse or args.together
+    from seedvar.project import work_dir_of
     from seedvar.study.job import SeedJob
+    from seedvar.study.lease import lease
 
     job = SeedJob.of(config)
-    if reuse and job.finished_with(config):  # kept as it is, found without loading torch
-        run_id = job.finished_run_id()
-        print(f"seed {config.train.seed} finished before: {job.folder} (MLflow run {run_id})")
-        _print_summary(config, job.finished_metrics() or {})
-        return 0
-    if args.together:
-        from seedvar.scale.together import study_to_train_together
+    command = f"seedvar train --seed {config.train.seed}"
+    with lease(work_dir_of(Path(config.output_dir)), config.study_hash(), command):
+        entry = job.stored(config)
+        if args.reuse and entry is not None:  # kept as it is, found without loading torch
+            job.show(entry)
+            print(f"seed {config.train.seed} finished before: {job.folder}")
+            _print_summary(config, job.finished_metrics() or {})
+            return 0
+        from seedvar.study.seed import IfFinished, run_seed
 
-        together = study_to_train_together(study, config.train.seed, _echo)
-        if together is not None:
-            return _launch_study(together, args.prepared, force=True)
-    from seedvar.study.seed import IfFinished, run_seed
-
-    if_finished: IfFinished = "replace" if args.force else "reuse" if reuse else "refuse"
-    result = run_seed(config, if_finished, prepared=args.prepared)
+        stop_with_starters()
+        if_finished: IfFinished = "replace" if args.force else "reuse" if args.reuse else "refuse"
+        try:
+            result = run_seed(config, if_finished, prepared=args.prepared)
+        except KeyboardInterrupt:
+            return _interrupted()
     print(
         f"seed {config.train.seed} finished in {result.wall_seconds:.0f} s: "
         f"{result.seed_dir} (MLflow run {result.run_id})"
@@ -257,7 +256,7 @@ def _sweep(args: argparse.Namespace) -> int:
         else:
             study = run_sweep(config)
     except KeyboardInterrupt:  # the trial is failed (Optuna retries it), its runs KILLED
-        print("seedvar sweep: interrupted; run the same command to resume", file=sys.stderr)
+        print("seedvar: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
     written = write_sweep_outputs(config, study, args.output)
     print(
@@ -274,27 +273,15 @@ def _echo(line: str) -> None:
 def _launch(args: argparse.Namespace) -> int:
     config = _config(args)
     preflight(config, data=args.prepared is None)
-    return _launch_study(config, args.prepared, args.force, args.report)
-
-
-def _launch_study(
-    config: Config, prepared: Path | None, force: bool, report_file: Path | None = None
-) -> int:
-    """Launch the study's unfinished seeds and print what the launch did (and write it to
-    `report_file`); 0 if every seed finished."""
     from seedvar.scale.launch import launch
 
+    stop_with_starters()
     try:
-        report = launch(config, prepared=prepared, force=force, echo=_echo)
+        report = launch(config, prepared=args.prepared, echo=_echo, command=user_command())
     except KeyboardInterrupt:
-        print(
-            "seedvar: interrupted; run the same command again: finished seeds are kept, "
-            "the others resume",
-            file=sys.stderr,
-        )
-        return 130
-    if report_file:
-        report_file.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
+        return _interrupted()
+    if args.report:
+        args.report.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
     done = len(report.finished) + len(report.already)
     summary = f"{done} of {len(config.seeds)} seeds finished in {config.output_dir}"
     if report.seconds:
@@ -304,16 +291,36 @@ def _launch_study(
     print(summary)
     if report.ok:
         return 0
-    print(f"seedvar launch: {len(report.failed)} seeds failed:", file=sys.stderr)
+    print(f"{len(report.failed)} seeds failed:", file=sys.stderr)
     for line in report.failure_lines():
         print(f"  {line}", file=sys.stderr)
     print(
         f"seedvar: error: {len(report.failed) + len(report.not_run)} of {len(config.seeds)} "
-        "seeds did not finish (listed above); fix the cause and run the same command again: "
+        f"seeds did not finish (listed above); fix the cause and run `{user_command()}` again: "
         "finished seeds are kept, the others resume",
         file=sys.stderr,
     )
     return 2
+
+
+def _interrupted() -> int:
+    print(
+        f"seedvar: interrupted; run `{user_command()}` again: finished seeds are kept, "
+        "the others resume",
+        file=sys.stderr,
+    )
+    return 130
+
+
+def user_command() -> str:
+    """The command the user ran, as far as the environment tells: `make study PROFILE=...`
+    under make, `dvc exp run` or `dvc repro` under DVC, else `seedvar launch`."""
+    if os.environ.get("MAKELEVEL"):
+        assigned = [word for word in os.environ.get("MAKEFLAGS", "").split() if "=" in word]
+        return " ".join(["make study", *assigned])
+    if os.environ.get("DVC_STAGE"):
+        return "dvc exp run" if os.environ.get("DVC_EXP_NAME") else "dvc repro"
+    return " ".join(["seedvar", *sys.argv[1:]]) if sys.argv[1:2] == ["launch"] else "seedvar launch"
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -332,7 +339,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `seedvar` console script: a user's mistake is one line, exit 2."""
     args = build_parser().parse_args(argv)
-    catch_ctrl_c()
+    catch_interrupts()
     try:
         return COMMANDS[args.command](args)
     except SeedvarError as error:

@@ -62,3 +62,14 @@ class Superseded(SeedvarError):
 
 class RayUnavailableError(SeedvarError):
     """Ray is not installed, or the Ray cluster cannot be reached or cannot run a seed."""
+
+
+TRANSIENT_TEXT = ("database is locked", "database table is locked", "Connection reset", "timed out")
+
+
+def transient(error: BaseException) -> bool:
+    """Whether an error is likely to pass by itself (a tracking store locked by another writer
+    past its timeout, a dropped connection): the same attempt again may well succeed."""
+    if isinstance(error, ConnectionError | TimeoutError):
+        return True
+    return any(text in str(error) for text in TRANSIENT_TEXT)

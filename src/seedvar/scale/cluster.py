@@ -17,7 +17,6 @@ from typing import Any
 
 from seedvar.config import Config, RayConfig
 from seedvar.errors import ConfigError, RayUnavailableError, first_line
-from seedvar.training.device import on_this_machine
 
 INSTALL = "pip install -e '.[ray]'"
 
@@ -120,13 +119,6 @@ def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
     return resources
 
 
-def chosen_where_seeds_run(ray: Any, config: Config, resources: SeedResources) -> Config:
-    """The config with its "auto" precisions made concrete by a task where seeds run (the
-    driver's machine may have no GPU, or another CPU)."""
-    probe = ray.remote(num_cpus=resources.cpus, num_gpus=resources.gpus)(on_this_machine)
-    return ray.get(probe.remote(config))
-
-
 @contextmanager
 def ray_session(settings: RayConfig) -> Iterator[ClusterInfo]:
     """Connect to the cluster at `ray.address` ("auto", "host:port", "ray://host:port") or at
@@ -144,13 +136,18 @@ def ray_session(settings: RayConfig) -> Iterator[ClusterInfo]:
         try:
             context = ray.init(
                 address="local" if local else settings.address,
-                log_to_driver=False,  # the tasks' training output stays in Ray's logs
-                logging_level=logging.WARNING,
+                logging_level=logging.WARNING,  # Ray's own; each seed's warnings are shown
                 **niceness,
             )
         except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
+            if local:
+                raise RayUnavailableError(
+                    f"Ray could not start on this machine ({first_line(error)}); see "
+                    "/tmp/ray/session_latest/logs, or set ray.cpus_per_seed to the machine's "
+                    "CPU count to train one seed at a time without Ray"
+                ) from None
             raise RayUnavailableError(
-                f"cannot connect to the Ray cluster at {settings.address} "
+                f"cannot connect to the Ray cluster at {settings.address or '$RAY_ADDRESS'} "
                 f"({first_line(error)}); start it (`ray start --head` on the head node) or "
                 "leave ray.address empty to start Ray on this machine"
             ) from None

@@ -1,15 +1,20 @@
-"""`seedvar launch`: every unfinished seed of the study as a Ray task, on a cluster or on a
-local Ray, with progress as it goes and a clear list of what failed at the end.
+"""`seedvar launch`: the study's driver. It holds the study's lease, trains every seed that has
+not finished with this recipe, as many at once as the machine (or the Ray cluster at
+`ray.address`) holds, shows progress as it goes, publishes each finished seed into output_dir
+and lists what failed at the end. It is what `dvc repro` runs (the `train` stage).
 
-Each task runs the same `run_seed` as `seedvar train` (with `--reuse`), writes to output_dir
-(shared storage on a cluster) and logs to the tracking store, its run a child of the study's
-run. A second `seedvar launch` picks up only what is unfinished.
+Seeds run as Ray tasks (the same `run_seed` as `seedvar train`, with `--reuse`) on a local Ray
+or a cluster, or one after another in this process where Ray is not installed or the machine
+holds one seed at a time. Each writes to output_dir and its work folder (shared storage on a
+cluster) and logs to the tracking store, its run a child of the study's run.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,14 +22,15 @@ from typing import Any
 from seedvar import tracking
 from seedvar.config import Config
 from seedvar.declared import primary_column
-from seedvar.errors import OutputExistsError
-from seedvar.scale.cluster import chosen_where_seeds_run, import_ray, ray_session, seed_resources
+from seedvar.project import work_dir_of
+from seedvar.scale.cluster import INSTALL, import_ray, ray_session, seed_resources, this_machine
 from seedvar.scale.protocol import Cause, SeedTask, Status, TaskKey, TaskResult
-from seedvar.scale.scheduler import Scheduler
+from seedvar.scale.scheduler import InProcess, Scheduler
 from seedvar.study.job import SeedJob
+from seedvar.study.lease import lease
 
 POLL_SECONDS = 1.0
-STATUS_SECONDS = 60.0
+STATUS_SECONDS = 30.0
 
 
 @dataclass
@@ -84,67 +90,84 @@ def task_config(config: Config) -> Config:
 def launch(
     config: Config,
     prepared: Path | None = None,
-    force: bool = False,
     echo: Callable[[str], None] = print,
+    command: str = "seedvar launch",
 ) -> LaunchReport:
-    """Run every seed of `config.seeds` that has not finished with this recipe, as Ray tasks.
-    Seeds finished with another recipe are refused (OutputExistsError) unless `force`."""
+    """Train every seed of `config.seeds` that has not finished with this recipe and publish
+    every seed into output_dir; `command`: what the user ran (for a second driver's message).
+    Seeds finished with another recipe stay kept (and come back when that recipe does)."""
     started = time.monotonic()
-    ray = import_ray()
     report = LaunchReport()
     config = task_config(config)
-    stale = []
-    for seed in config.seeds:
-        job = SeedJob(Path(config.output_dir), seed)
-        if job.finished_with(config.with_seed(seed)):
-            report.already.append(seed)
-        elif job.finished_metrics() is not None:
-            stale.append(seed)
-    if stale and not force:
-        raise OutputExistsError(
-            f"{_seeds(stale)} in {config.output_dir} finished with another recipe; --force "
-            "retrains them (replacing them when done), or choose another output_dir"
-        )
-    todo = [seed for seed in config.seeds if seed not in report.already]
-    if not todo:
-        echo(f"all {len(config.seeds)} seeds are finished in {config.output_dir}: nothing to do")
-        return report
-    tracking.check_reachable(config)
-    with ray_session(config.ray) as cluster:
-        resources = seed_resources(config, cluster)
-        config = chosen_where_seeds_run(ray, config, resources)
-        study_run = tracking.study_run_id(tracking.open_store(config), config)
-        echo(f"{cluster.describe()}")
-        echo(
-            f"{len(todo)} of {len(config.seeds)} seeds to train ({len(report.already)} finished "
-            f"before), {resources.describe()}: up to {cluster.slots(resources)} at once; "
-            f"outputs in {config.output_dir}, MLflow {tracking.tracking_uri(config.tracking)} "
-            f"(study run {study_run})"
-        )
-        project_dir = config.ray.project_dir or str(Path.cwd())
-        scheduler = Scheduler(ray, config.ray, resources, echo)
-        for seed in todo:
-            task = SeedTask(
-                key=TaskKey(seed),
-                config=config.with_seed(seed),
-                project_dir=project_dir,
-                prepared=str(prepared) if prepared else None,
-                parent_run_id=study_run,
+    store = work_dir_of(Path(config.output_dir)).resolve()
+    with lease(store, config.study_hash(), command):
+        for seed in config.seeds:
+            job = SeedJob(Path(config.output_dir), seed, store=store)
+            entry = job.stored(config.with_seed(seed))
+            if entry is not None:
+                job.show(entry)
+                report.already.append(seed)
+        todo = [seed for seed in config.seeds if seed not in report.already]
+        if not todo:
+            echo(
+                f"all {len(config.seeds)} seeds are finished in {config.output_dir}: nothing to do"
             )
-            scheduler.submit(task)
-        try:
-            _drive(scheduler, report, todo, primary_column(config.task), echo)
-        except BaseException:
-            scheduler.cancel_all()
-            raise
-        report.retried = {key.seed: why for key, why in scheduler.retried.items()}
-    _reconcile_runs(config, report.finished, study_run)
+            return report
+        tracking.check_reachable(config)
+        study_run = tracking.study_run_id(tracking.open_store(config), config)
+        _end_interrupted(config, study_run)  # runs of a driver that died: we hold the lease
+        with _executor(config, len(todo), echo) as (scheduler, at_once):
+            echo(
+                f"{len(todo)} of {len(config.seeds)} seeds to train ({len(report.already)} "
+                f"finished before), up to {at_once} at once; outputs in {config.output_dir}, "
+                f"MLflow {tracking.tracking_uri(config.tracking)} (study run {study_run})"
+            )
+            project_dir = config.ray.project_dir or str(Path.cwd())
+            for seed in todo:
+                task = SeedTask(
+                    key=TaskKey(seed),
+                    config=config.with_seed(seed),
+                    project_dir=project_dir,
+                    store=str(store),
+                    prepared=str(prepared) if prepared else None,
+                    parent_run_id=study_run,
+                )
+                scheduler.submit(task)
+            try:
+                _drive(scheduler, report, todo, primary_column(config.task), echo)
+            finally:
+                scheduler.cancel_all()
+                _end_interrupted(config, study_run)
+            report.retried = {key.seed: why for key, why in scheduler.retried.items()}
     report.seconds = time.monotonic() - started
     return report
 
 
+@contextmanager
+def _executor(
+    config: Config, todo: int, echo: Callable[[str], None]
+) -> Iterator[tuple[Scheduler | InProcess, int]]:
+    """Ray where it can train two or more seeds at once (or ray.address names a cluster),
+    else this process, one seed after another; with how many seeds run at once."""
+    local = config.ray.address is None
+    machine = this_machine()
+    resources = seed_resources(config, machine) if local else None
+    one_at_a_time = todo < 2 or (resources is not None and machine.slots(resources) < 2)
+    if local and (one_at_a_time or importlib.util.find_spec("ray") is None):
+        if not one_at_a_time:
+            echo(f"Ray is not installed: seeds train one at a time ({INSTALL} trains them at once)")
+        threads = resources.threads if resources else 1
+        yield InProcess(config.ray, threads, echo), 1
+        return
+    ray = import_ray()
+    with ray_session(config.ray) as cluster:
+        resources = seed_resources(config, cluster)
+        echo(f"{cluster.describe()}, {resources.describe()}")
+        yield Scheduler(ray, config.ray, resources, echo), cluster.slots(resources)
+
+
 def _drive(
-    scheduler: Scheduler,
+    scheduler: Scheduler | InProcess,
     report: LaunchReport,
     todo: list[int],
     column: str,
@@ -153,7 +176,7 @@ def _drive(
     """Collect results until every seed has one (each shown with its `column`); after a
     failure that would hit every seed (bad data, bad config), cancel the seeds that have not
     started."""
-    last_status = time.monotonic()
+    started = last_status = time.monotonic()
     stopping = False
     while scheduler.running:
         for result in scheduler.wait(POLL_SECONDS):
@@ -171,56 +194,60 @@ def _drive(
                 echo(result.detail.rstrip())
             if result.stops_launch and not stopping:
                 stopping = True
-                started = scheduler.activity()
-                waiting = [key for key in scheduler.running if key not in started]
+                begun = scheduler.activity()
+                waiting = [key for key in scheduler.running if key not in begun]
                 for key in waiting:
                     scheduler.cancel(key)
                     report.not_run.append(key.seed)
                 if waiting:
                     echo(f"stopping: {len(waiting)} seeds that had not started are not run")
-        if time.monotonic() - last_status >= STATUS_SECONDS:
+        if time.monotonic() - last_status >= STATUS_SECONDS and scheduler.running:
             last_status = time.monotonic()
-            echo(_status(scheduler, report, len(todo)))
+            echo(_status(scheduler, report, len(todo), last_status - started))
 
 
-def _status(scheduler: Scheduler, report: LaunchReport, total: int) -> str:
+def _status(
+    scheduler: Scheduler | InProcess, report: LaunchReport, total: int, elapsed: float
+) -> str:
+    """One line: how many seeds are done, running (with their steps) and waiting, the time
+    so far and an estimate of the time left."""
     activity = scheduler.activity()
     shown = []
-    for key, beat in sorted(activity.items(), key=lambda item: item[0].seed)[:4]:
-        progress = f" {beat.step}/{beat.total}" if beat.phase == "training" else ""
-        shown.append(f"{key} {beat.phase}{progress}")
+    for key, found in sorted(activity.items(), key=lambda item: item[0].seed)[:4]:
+        steps = f" {found.step}/{found.total}" if found.phase == "training" else ""
+        shown.append(f"{key} {found.phase}{steps}")
     more = f", +{len(activity) - 4} more" if len(activity) > 4 else ""
     running = f" ({'; '.join(shown)}{more})" if shown else ""
     waiting = len(scheduler.running) - len(activity)
+    done = len(report.finished) + len(report.failed)
+    trained = [p.step / p.total for p in activity.values() if p.total and p.phase == "training"]
+    share = done + sum(trained)  # seeds' worth of work done (training steps stand for it)
+    left = f", about {_duration(elapsed * (total - share) / share)} left" if share else ""
     return (
         f"[{time.strftime('%H:%M:%S')}] {len(report.finished)}/{total} finished, "
-        f"{len(activity)} running{running}, {waiting} waiting, {len(report.failed)} failed"
+        f"{len(activity)} running{running}, {waiting} waiting, {len(report.failed)} failed; "
+        f"{_duration(elapsed)} so far{left}"
     )
 
 
-def _reconcile_runs(config: Config, seeds: list[int], study_run: str) -> None:
-    """The folder is the truth: a published seed's run ends FINISHED, and any other run of
-    that seed under the study's run still RUNNING (an attempt lost in a window that fencing
-    cannot see into, such as between creating its run and recording it) ends KILLED."""
-    if not seeds:
-        return
+def _duration(seconds: float) -> str:
+    """`42 s`, `17 min`, `2 h 5 min`."""
+    minutes = round(seconds / 60)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def _end_interrupted(config: Config, study_run: str) -> None:
+    """End KILLED the study's seed runs left RUNNING by attempts that no longer run (this
+    driver's cancelled tasks, or a driver that died: the caller holds the study's lease); an
+    attempt that resumes such a seed continues its run."""
     store = tracking.open_store(config)
-    published = {}
-    for seed in seeds:
-        job = SeedJob(Path(config.output_dir), seed)
-        if job.finished_metrics() is not None:
-            published[tracking.seed_run_name(config, seed)] = job.finished_run_id()
-    for run_id in published.values():
-        if store.client.get_run(run_id).info.status != tracking.FINISHED:
-            tracking.TrackedRun(store.client, run_id).end(
-                tracking.FINISHED, {"seedvar.reconciled": "true"}
-            )
     running = store.client.search_runs(
         [store.experiment_id],
         f"tags.`{tracking.PARENT_TAG}` = '{study_run}' and attributes.status = 'RUNNING'",
     )
     for run in running:
-        if run.info.run_name in published and run.info.run_id != published[run.info.run_name]:
-            tracking.TrackedRun(store.client, run.info.run_id).end(
-                tracking.KILLED, {"seedvar.orphaned": "true"}
-            )
+        tracking.TrackedRun(store.client, run.info.run_id).end(
+            tracking.KILLED, {"seedvar.interrupted": "true"}
+        )

@@ -1,5 +1,5 @@
-"""What a driver and the Ray task of one seed say to each other: which seed it is, how far it
-has got (its heartbeat) and how its attempt ended."""
+"""What a driver and the task of one seed say to each other: which seed it is and how its
+attempt ended (how far it has got: its progress.json, seedvar/progress.py)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ class Cause(StrEnum):
     """Why the driver submitted a seed again."""
 
     LOST = "lost"  # its worker process or its node died
-    STALLED = "stalled"  # no heartbeat for ray.stall_seconds while its process lived
-    TAKEN_OVER = "taken over"  # another process took its work over
+    STALLED = "stalled"  # no batch for ray.stall_seconds while its process lived
+    TRANSIENT = "transient"  # a passing error (a locked tracking store, a dropped connection)
 
 
 @dataclass(frozen=True)
@@ -55,36 +55,20 @@ class TrialLink:
 
 @dataclass(frozen=True)
 class SeedTask:
-    """One seed for a Ray task to run: the same `run_seed` as `seedvar train`. `submission`
-    counts the driver's submissions of this seed (1 for the first); `threads` and
-    `beat_seconds` are set by the scheduler."""
+    """One seed for a task to run: the same `run_seed` as `seedvar train`, its work kept in
+    `store` (an absolute path, as the driver sees it). `submission` counts the driver's
+    submissions of this seed (1 for the first); `threads` is set by the scheduler."""
 
     key: TaskKey
     config: Config
     project_dir: str
+    store: str
     prepared: str | None = None
     parent_run_id: str | None = None
     run_tags: dict[str, str] = field(default_factory=dict)
     trial: TrialLink | None = None
     submission: int = 1
     threads: int = 1
-    beat_seconds: float = 10.0
-
-
-@dataclass
-class Beat:
-    """A running attempt's heartbeat: who it is and how far it has got (`at`: the board's
-    clock when the beat arrived)."""
-
-    submission: int
-    attempt: str
-    node: str
-    host: str
-    pid: int
-    phase: str = "loading"  # loading, training, evaluating; a Status once it has ended
-    step: int = 0
-    total: int = 0
-    at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -100,5 +84,6 @@ class TaskResult:
     error: str | None = None  # the error's first line
     error_type: str | None = None
     stops_launch: bool = False  # the failure would recur in every seed
+    transient: bool = False  # a passing error: the same attempt again may well succeed
     detail: str | None = None  # the traceback of an error seedvar did not expect
     seconds: float = 0.0

@@ -44,6 +44,7 @@ from seedvar import tracking
 from seedvar.config import Config
 from seedvar.declared import primary_column
 from seedvar.errors import ConfigError, SeedvarError
+from seedvar.project import work_dir_of
 from seedvar.scale.cluster import import_ray, ray_session, seed_resources
 from seedvar.scale.launch import POLL_SECONDS, task_config
 from seedvar.scale.protocol import SeedTask, Status, TaskKey, TaskResult, TrialLink
@@ -234,6 +235,7 @@ class Driver:
                 key=TaskKey(seed, trial.number),
                 config=trial.config.with_seed(seed),
                 project_dir=self.project_dir,
+                store=str(work_dir_of(Path(trial.config.output_dir)).resolve()),
                 parent_run_id=trial.run.run_id,
                 run_tags=seed_tags(trial.config),
                 trial=TrialLink(trial.number, reports=seed == 0),

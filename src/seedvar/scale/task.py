@@ -1,92 +1,61 @@
-"""The Ray task of one seed: one attempt at it through the same `run_seed` as `seedvar train`,
-its heartbeat sent to the driver's board while it runs, and every ending returned as a
-TaskResult: the task never raises, so that the driver can tell a bad input from a lost node.
-"""
+"""The task of one seed: one attempt at it through the same `run_seed` as `seedvar train`, its
+progress recorded in its work folder while it runs, and every ending returned as a TaskResult:
+the task never raises (but for an interrupt), so that the driver can tell a bad input from a
+passing error or a lost node. It runs as a Ray task, or in the driver's own process."""
 
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 import traceback
-from contextlib import suppress
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from seedvar.errors import ConfigError, SeedvarError, Superseded, first_line
-from seedvar.scale.cluster import import_ray
-from seedvar.scale.protocol import Beat, SeedTask, Status, TaskResult
+from seedvar import progress
+from seedvar.errors import ConfigError, SeedvarError, Superseded, first_line, transient
+from seedvar.scale.protocol import SeedTask, Status, TaskResult
+from seedvar.study.job import PROGRESS, SeedJob
 
 if TYPE_CHECKING:  # the driver imports this module too, and never trains: no Lightning there
     import lightning as L
 
 
-class Heartbeat(threading.Thread):
-    """Sends the beat to the board every `interval` seconds while the attempt runs. A thread of
-    the task's own process: it stops when the process is frozen, dies or loses its node."""
+def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> TaskResult:
+    """One attempt at one seed, in the project folder, with `task.threads` torch threads.
+    `where`: the Ray node and task it runs as (None: in the driver's process)."""
+    import time
 
-    def __init__(self, board: Any, task: SeedTask, beat: Beat) -> None:
-        super().__init__(daemon=True, name=f"seedvar heartbeat {task.key}")
-        self.board, self.key, self.beat, self.interval = board, task.key, beat, task.beat_seconds
-        self.stopped = threading.Event()
-
-    def send(self) -> None:
-        with suppress(Exception):  # a board being restarted: the next beat gets through
-            self.board.beat.remote(self.key, replace(self.beat))
-
-    def run(self) -> None:
-        self.send()
-        while not self.stopped.wait(self.interval):
-            self.send()
-
-    def stop(self, status: Status) -> None:
-        self.stopped.set()
-        self.beat.phase = status
-        self.send()
-
-
-def run_seed_task(task: SeedTask, board: Any) -> TaskResult:
-    """The body of the Ray task: one attempt at one seed, in the project folder, with
-    `task.threads` torch threads, beating to `board`."""
     import torch
 
-    from seedvar.scale.progress import Progress
-    from seedvar.study.job import SeedJob
     from seedvar.study.seed import Scheduled, run_seed
     from seedvar.sweep.objective import PrunedSeed
     from seedvar.sweep.study import trial_callbacks
     from seedvar.tracking import RunStopped
 
     started = time.perf_counter()
-    config, context = task.config, import_ray().get_runtime_context()
-    node = context.get_node_id()
-    job = SeedJob.of(config)
-    beat = Beat(task.submission, job.attempt_id, node, socket.gethostname(), os.getpid())
-    heartbeat = Heartbeat(board, task, beat)
-    heartbeat.start()
+    config = task.config
+    job = SeedJob.of(config, store=Path(task.store))
+    node = (where or {}).get("ray_node", "")
 
     def ended(status: Status, **more: Any) -> TaskResult:
-        heartbeat.stop(status)
         more["seconds"] = time.perf_counter() - started
         return TaskResult(task.key, status, job.attempt_id, node, **more)
 
     try:
         _enter(task.project_dir, node)
         torch.set_num_threads(task.threads)
-        callbacks: list[L.Callback] = [Progress(beat)]
+        callbacks: list[L.Callback] = []
         if task.trial is not None:
             callbacks += trial_callbacks(config, task.trial.number, task.trial.reports)
-        result = run_seed(
-            config,
-            "reuse",
-            prepared=Path(task.prepared) if task.prepared else None,
-            callbacks=callbacks,
-            parent_run_id=task.parent_run_id,
-            run_tags=task.run_tags,
-            scheduled=Scheduled(job, {"ray_node": node, "ray_task": context.get_task_id()}),
-        )
+        with progress.reporting(job.work_dir / PROGRESS, job.attempt_id, task.submission):
+            result = run_seed(
+                config,
+                "reuse",
+                prepared=Path(task.prepared) if task.prepared else None,
+                callbacks=callbacks,
+                parent_run_id=task.parent_run_id,
+                run_tags=task.run_tags,
+                scheduled=Scheduled(job, where or {}),
+            )
         status = Status.REUSED if result.reused else Status.FINISHED
         return ended(status, run_id=result.run_id, metrics=result.metrics)
     except RunStopped as stopped:  # its trial was pruned (or failed) on another seed
@@ -102,24 +71,33 @@ def run_seed_task(task: SeedTask, board: Any) -> TaskResult:
             error_type=kind.__name__,
             stops_launch=kind.stops_launch,
         )
-    except Exception as error:  # a bug or a broken environment: every seed would meet it
+    except Exception as error:  # a bug, or this seed's own trouble (out of memory): its own
         return ended(
             Status.FAILED,
             error=f"{type(error).__name__}: {first_line(error)}",
             error_type=type(error).__name__,
-            stops_launch=True,
+            transient=transient(error),
             detail=traceback.format_exc(),
         )
 
 
+def run_on_ray(task: SeedTask) -> TaskResult:
+    """The body of the Ray task (see `run_seed_task`)."""
+    import ray
+
+    context = ray.get_runtime_context()
+    where = {"ray_node": context.get_node_id(), "ray_task": context.get_task_id() or ""}
+    return run_seed_task(task, where)
+
+
 def _enter(project_dir: str, node: str) -> None:
     """Work in the project folder, where the config's relative paths (data, output_dir,
-    prepared, the SQLite tracking store) point on every node."""
+    prepared) point on every node."""
     try:
         os.chdir(project_dir)
     except OSError as error:
         raise ConfigError(
-            f"the project folder {project_dir} cannot be entered on node {node} "
+            f"the project folder {project_dir} cannot be entered on node {node or 'here'} "
             f"({error.strerror}); put the project on storage that every node mounts at the "
             "same path, or set ray.project_dir to where the nodes see it"
         ) from None

@@ -1,28 +1,33 @@
-"""A seed job owns one seed's folder for its whole life.
+"""A seed job owns one seed's work and its finished results for their whole life.
 
-runs/seed-N.lock                held while `seedvar train` works on the seed (same host only)
-runs/seed-N.partial.<attempt>/  the work in progress of one attempt: attempt.json (who works
-                                on it), config.yaml, run.json (its MLflow run), checkpoints/
-                                (while training), model/, predictions/, metrics.json
-runs/seed-N/                    the finished seed, moved into place by one rename
+Everything but the published view lives outside DVC's outputs (`.seedvar/runs` for output_dir
+`runs`, see project.py), so that no DVC checkout can destroy a finished seed or an attempt's work:
+
+.seedvar/runs/seed-N.partial.<attempt>/  the work in progress of one attempt: attempt.json (who
+                                         works on it), config.yaml, run.json (its MLflow run),
+                                         progress.json, checkpoints/ (while training), model/,
+                                         predictions/, metrics.json
+.seedvar/runs/seed-N/<recipe hash>/      the finished seed of one recipe, moved into place by one
+                                         rename; another recipe's finished seed stays beside it
+runs/seed-N/                             the published view: hard links to one finished seed
+                                         (what `dvc repro` records, aggregates and pushes)
 
 Attempts and fencing. Every attempt at a seed (a `seedvar train` process, a Ray task, a retry of
 either) has its own id and works in a folder named by it. An attempt that continues interrupted
-work takes the earlier attempt's folder over by renaming it to its own name: one atomic step,
-after which the earlier attempt, should it still be alive (frozen, or cut off from the cluster
-rather than dead), can neither write into that work nor publish it, since every path it holds
-names a folder that no longer exists. It notices at its next check (before every training batch,
-every logged metric, every step that writes) and stops without touching the seed or its MLflow
-run (`Superseded`). Publishing renames the attempt's own folder, so only the attempt that holds
-the work can publish it, and never onto a finished seed (the rename fails when the target
-exists). Exactly-once therefore rests on renames within one folder, which are atomic on local
-and network file systems, not on file locks, which not every network file system honours.
+work of its recipe takes the earlier attempt's folder over by renaming it to its own name: one
+atomic step, after which the earlier attempt, should it still be alive (frozen, or cut off from
+the cluster rather than dead), can neither write into that work nor publish it, since every path
+it holds names a folder that no longer exists. It notices at its next check (before every
+training batch, every logged metric, every step that writes) and stops without touching the seed
+or its MLflow run (`Superseded`). Publishing renames the attempt's own folder, so only the
+attempt that holds the work can publish it, and never onto a finished seed (the rename fails
+when the target exists). Exactly-once therefore rests on renames within one folder, which are
+atomic on local and network file systems, not on file locks.
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import shutil
@@ -31,7 +36,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +48,7 @@ from seedvar.config import Config, validate
 from seedvar.errors import DiskError, OutputExistsError, Superseded, first_line
 from seedvar.files import remove_temporaries, temporary, write_atomically
 from seedvar.metrics import Column
+from seedvar.project import work_dir_of
 
 if TYPE_CHECKING:  # not imported at run time: a finished seed is found without transformers
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -56,6 +62,7 @@ COLUMNS = "columns.json"  # each metric's column: name, MLflow key, set, size
 CONFIG = "config.yaml"
 TRAJECTORY = "trajectory.csv"  # step, epoch, column, key, accuracy (study/trajectory.py)
 CHECKPOINT = "checkpoints/resume.ckpt"  # a work folder's resumable training checkpoint
+PROGRESS = "progress.json"  # how far the attempt has got (seedvar/progress.py)
 CLAIM_TRIES = 5
 
 
@@ -80,26 +87,37 @@ class Resumable:
 
 @dataclass(frozen=True)
 class SeedJob:
-    """The folders and files of seed `seed` under `output_dir`, as seen by the attempt whose id
-    is `attempt_id`."""
+    """The folders and files of seed `seed` published under `output_dir` and kept under `store`
+    (by default `work_dir_of(output_dir)`), as seen by the attempt whose id is `attempt_id`."""
 
     output_dir: Path
     seed: int
     attempt_id: str = field(default_factory=new_attempt_id, compare=False)
+    store: Path | None = None
 
     @classmethod
-    def of(cls, config: Config) -> SeedJob:
-        return cls(Path(config.output_dir), config.train.seed)
+    def of(cls, config: Config, store: Path | None = None) -> SeedJob:
+        return cls(Path(config.output_dir), config.train.seed, store=store)
+
+    @property
+    def kept(self) -> Path:
+        """Where the seed's attempts work and its finished recipes are kept."""
+        return self.store or work_dir_of(self.output_dir)
 
     @property
     def folder(self) -> Path:
-        """Where the finished seed lives."""
+        """Where the finished seed is published (a view of one finished recipe)."""
         return self.output_dir / f"seed-{self.seed}"
+
+    @property
+    def recipes(self) -> Path:
+        """The folder of the seed's finished recipes, one folder per recipe hash."""
+        return self.kept / f"seed-{self.seed}"
 
     @property
     def work_dir(self) -> Path:
         """This attempt's work in progress."""
-        return self.output_dir / f"seed-{self.seed}.partial.{self.attempt_id}"
+        return self.kept / f"seed-{self.seed}.partial.{self.attempt_id}"
 
     @property
     def checkpoint(self) -> Path:
@@ -110,12 +128,39 @@ class SeedJob:
     def model_dir(self) -> Path:
         return self.work_dir / "model"
 
-    def work_dirs(self) -> list[Path]:
-        """The work folders of every attempt at this seed (this one's, if it exists, too)."""
-        return sorted(self.output_dir.glob(f"seed-{self.seed}.partial*"))
+    def work_dirs(self, config: Config | None = None) -> list[Path]:
+        """The work folders of every attempt at this seed (this one's, if it exists, too); only
+        those of `config`'s recipe, when given."""
+        found = sorted(self.kept.glob(f"seed-{self.seed}.partial.*"))
+        return [f for f in found if config is None or _recipe_hash(f) == config.hash()]
+
+    def stored(self, config: Config) -> Path | None:
+        """The finished seed of this very recipe (an "auto" precision: with what it chose where
+        it was trained), or None."""
+        if not self.recipes.is_dir():
+            return None
+        for entry in sorted(self.recipes.iterdir()):
+            if "." in entry.name or not (entry / METRICS).is_file():
+                continue  # a replaced seed being removed
+            trained = validate(yaml.safe_load((entry / CONFIG).read_text()), str(entry))
+            if trained.hash() == config.with_precisions_of(trained).hash():
+                return entry
+        return None
+
+    def show(self, entry: Path) -> None:
+        """Publish the finished seed `entry` as the seed's view in output_dir (hard links, so
+        no copy; a copy across file systems), replacing the view of another recipe."""
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        partial = temporary(self.folder)
+        shutil.copytree(entry, partial, copy_function=_link_or_copy)
+        old = temporary(self.folder)
+        if self.folder.exists():
+            self.folder.rename(old)
+        os.rename(partial, self.folder)
+        shutil.rmtree(old, ignore_errors=True)
 
     def finished_metrics(self) -> dict[str, float] | None:
-        """The seed's metrics if it has finished, else None."""
+        """The published seed's metrics if it has finished, else None."""
         path = self.folder / METRICS
         return json.loads(path.read_text()) if path.is_file() else None
 
@@ -142,35 +187,32 @@ class SeedJob:
         return json.loads((self.folder / RUN_STATE).read_text())["run_id"]
 
     def finished_with(self, config: Config) -> bool:
-        """Whether the seed has finished with this very recipe (an "auto" precision: with
-        what it chose where it was trained)."""
-        if self.finished_metrics() is None:
-            return False
-        trained = self.finished_config()
-        return trained.hash() == config.with_precisions_of(trained).hash()
+        """Whether the seed has finished with this very recipe."""
+        return self.stored(config) is not None
 
-    def refuse_finished(self, force: bool) -> None:
-        """OutputExistsError if the seed has finished (unless `force`)."""
-        if self.finished_metrics() is not None and not force:
+    def refuse_finished(self, config: Config, force: bool) -> None:
+        """OutputExistsError if the seed has finished with this recipe (unless `force`)."""
+        if self.stored(config) is not None and not force:
             raise OutputExistsError(
-                f"seed {self.seed} is already finished in {self.folder}; "
+                f"seed {self.seed} is already finished with this recipe in {self.folder}; "
                 "use another seed or output_dir, or --force to retrain it"
             )
 
     def check_writable(self) -> None:
         """DiskError, before any work, if the output folder (or, while it does not exist yet,
         the folder it will be made in) cannot be written."""
-        folder = self.output_dir
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent
-        try:
-            with tempfile.TemporaryFile(dir=folder):
-                pass
-        except OSError as error:
-            raise DiskError(
-                f"cannot write to output_dir {self.output_dir} ({error.strerror or error}); "
-                "make it writable or choose another output_dir"
-            ) from None
+        for wanted in (self.output_dir, self.kept):
+            folder = wanted
+            while not folder.exists() and folder != folder.parent:
+                folder = folder.parent
+            try:
+                with tempfile.TemporaryFile(dir=folder):
+                    pass
+            except OSError as error:
+                raise DiskError(
+                    f"cannot write to {wanted} ({error.strerror or error}); make it writable "
+                    "or choose another output_dir"
+                ) from None
 
     @contextmanager
     def disk_errors_explained(self) -> Iterator[None]:
@@ -187,23 +229,6 @@ class SeedJob:
                 f"on seed {self.seed}; fix that and run the same command again: the seed "
                 "resumes where it stopped"
             ) from None
-
-    @contextmanager
-    def locked(self) -> Iterator[None]:
-        """Hold an exclusive lock on the seed while this process works on it; a second process
-        asking for the same seed on the same host stops at once (the OS drops the lock if we
-        die). A convenience for `seedvar train`: exactly-once does not depend on it."""
-        path = self.folder.with_suffix(".lock")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise OutputExistsError(
-                    f"seed {self.seed} is being trained by another process right now "
-                    f"({path} is locked); wait for it to finish or choose another seed"
-                ) from None
-            yield
 
     def holds(self) -> bool:
         """Whether this attempt still holds the seed's work: its folder is there and names it
@@ -236,16 +261,15 @@ class SeedJob:
     def _take_over(self, config: Config) -> bool:
         """One pass over the other attempts' folders; False if another attempt took the one
         to continue from under our hands (then look again)."""
-        others = [folder for folder in self.work_dirs() if folder != self.work_dir]
-        ours = [folder for folder in others if _recipe_hash(folder) == config.hash()]
+        ours = [folder for folder in self.work_dirs(config) if folder != self.work_dir]
         ours.sort(key=_progress, reverse=True)
         if ours and not self.work_dir.exists():
             try:
                 os.rename(ours[0], self.work_dir)
             except FileNotFoundError:
                 return False
-            others.remove(ours[0])
-        for folder in others:  # older or of another recipe: nothing to continue from
+            ours.pop(0)
+        for folder in ours:  # older: nothing to continue from (another recipe's work stays)
             shutil.rmtree(folder, ignore_errors=True)
         return True
 
@@ -266,7 +290,7 @@ class SeedJob:
         """Start afresh in this attempt's folder: the recipe and its MLflow run, nothing else."""
         self.check_held()
         for entry in self.work_dir.iterdir():
-            if entry.name != ATTEMPT:
+            if entry.name not in (ATTEMPT, PROGRESS):
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         config.save(self.work_dir / CONFIG)
         state = {"config_hash": config.hash(), "run_id": run_id}
@@ -285,22 +309,23 @@ class SeedJob:
         os.replace(partial, self.model_dir)
         shutil.rmtree(self.checkpoint.parent, ignore_errors=True)
 
-    def publish(self, force: bool = False) -> None:
+    def publish(self, force: bool = False) -> Path:
         """Move this attempt's finished work into place with one rename, so no reader sees
-        half a seed. Superseded if another attempt took the work over; AlreadyPublished if
-        the seed was finished meanwhile by an attempt that worked unseen beside this one;
-        a finished seed is replaced only when `force`."""
+        half a seed, and show it in output_dir; returns where it is kept. Superseded if another
+        attempt took the work over; AlreadyPublished if the seed was finished with this recipe
+        meanwhile by an attempt that worked unseen beside this one; a finished seed of this
+        recipe is replaced only when `force`."""
         self.check_held()
         remove_temporaries(self.work_dir)
-        replaced = None
-        if force and self.folder.exists():
-            replaced = self.folder.with_name(f"{self.folder.name}.replaced.{self.attempt_id}")
-            try:
-                self.folder.rename(replaced)
-            except FileNotFoundError:
-                replaced = None
+        (self.work_dir / PROGRESS).unlink(missing_ok=True)
+        entry = self.recipes / str(_recipe_hash(self.work_dir))
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        replaced = entry.with_name(f"{entry.name}.replaced.{self.attempt_id}")
+        if force and entry.exists():
+            with suppress(FileNotFoundError):
+                entry.rename(replaced)
         try:
-            os.rename(self.work_dir, self.folder)
+            os.rename(self.work_dir, entry)
         except FileNotFoundError:
             self.check_held()
             raise
@@ -311,8 +336,10 @@ class SeedJob:
                 f"seed {self.seed} was published by another attempt while attempt "
                 f"{self.attempt_id} worked on it; the published seed stays"
             ) from None
-        if replaced is not None:
-            shutil.rmtree(replaced, ignore_errors=True)
+        for leftover in self.recipes.glob("*.replaced.*"):  # this one's, or an interrupted one's
+            shutil.rmtree(leftover, ignore_errors=True)
+        self.show(entry)
+        return entry
 
     def discard(self) -> None:
         """Remove this attempt's work folder (its work is not needed: the seed is published)."""
@@ -345,3 +372,11 @@ def _progress(folder: Path) -> tuple[bool, float, float]:
         return trained, when, (folder / RUN_STATE).stat().st_mtime
     except OSError:  # taken over by another attempt while we looked
         return False, 0.0, 0.0
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    """A hard link to `source` at `target`, or a copy where links cannot go (another disk)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)

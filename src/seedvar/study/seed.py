@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -74,9 +73,8 @@ IfFinished = Literal["refuse", "reuse", "replace"]
 
 @dataclass(frozen=True)
 class Scheduled:
-    """An attempt run by a scheduler that runs each seed once (Ray): `job` names the attempt
-    before it starts; no lock on the host, so that a retry can take over from an attempt that
-    is frozen; `note` goes into its attempt.json (a Ray node, say)."""
+    """An attempt run by a scheduler (a launch's task): `job` names the attempt before it
+    starts; `note` goes into its attempt.json (a Ray node, say)."""
 
     job: SeedJob
     note: dict[str, Any]
@@ -93,14 +91,14 @@ def run_seed(
 ) -> SeedResult:
     """Fine-tune and evaluate the seed `config.train.seed`.
 
-    `if_finished`, for a seed that has finished before: "refuse" (OutputExistsError),
-    "reuse" (return it as it is if it has this recipe, a DVC stage rerun after its first run
-    finished unrecorded; retrain one of another recipe), "replace" (retrain it).
+    `if_finished`, for a seed finished before with this recipe: "refuse" (OutputExistsError),
+    "reuse" (publish it as it is), "replace" (retrain it). A seed finished with another recipe
+    stays kept beside this one (study/job.py) and never stops it.
     `prepared`: a folder written by `seedvar prepare`; without it the sets are loaded here.
     `callbacks`: more Lightning callbacks (a sweep's pruning, for example).
     `parent_run_id`: the MLflow run to file this seed under (default: the study's run).
-    `scheduled`: this attempt as a scheduler runs it (default: a `seedvar train` process,
-    which holds the seed's lock file so that a second process on this host stops at once).
+    `scheduled`: this attempt as a scheduler runs it (default: a `seedvar train` process).
+    The caller holds the study's lease (study/lease.py): one driver at a time.
     A seed whose process died continues where it stopped: from its last training checkpoint,
     or, once trained, straight at evaluation; in the same MLflow run.
     Raises Superseded when another attempt takes this one's work over while it runs.
@@ -108,21 +106,18 @@ def run_seed(
     started = time.perf_counter()
     config = on_this_machine(config)
     job = scheduled.job if scheduled else SeedJob.of(config)
-    finished_before = job.finished_metrics() is not None
-    if if_finished == "reuse" and finished_before and job.finished_with(config):
-        return _finished(job, started)
-    # what this attempt replaces: a seed finished before it began; one that another attempt
-    # publishes while it works is kept (AlreadyPublished)
-    replace = if_finished == "replace" or (if_finished == "reuse" and finished_before)
-    job.refuse_finished(replace)
+    finished_before = job.stored(config) is not None
+    if if_finished == "reuse" and finished_before:
+        return _finished(job, config, started)
+    # what this attempt replaces: a seed of this recipe finished before it began; one that
+    # another attempt publishes while it works is kept (AlreadyPublished)
+    replace = if_finished == "replace" and finished_before
+    job.refuse_finished(config, force=if_finished != "refuse")
     job.check_writable()
     tracking.check_reachable(config)
     tokenizer = load_tokenizer(config.model.name)
     inputs = study_inputs(config, prepared)
-    with nullcontext() if scheduled else job.locked(), job.disk_errors_explained():
-        if if_finished == "reuse" and job.finished_with(config):  # finished meanwhile
-            return _finished(job, started)
-        job.refuse_finished(replace)  # again: another process may have finished it meanwhile
+    with job.disk_errors_explained():
         resumable = job.claim(config, scheduled.note if scheduled else None)
         try:
             work = SeedWork(config, job, resumable, inputs, tokenizer, callbacks or [])
@@ -132,13 +127,13 @@ def run_seed(
             duplicate = tracking.TrackedRun(tracking.open_store(config).client, run_id)
             duplicate.end(tracking.KILLED, {"seedvar.duplicate": "true"})
             job.discard()
-            return _finished(job, started)
+            return _finished(job, config, started)
         except Superseded:
             raise
         except Exception:
             job.check_held()  # failing because another attempt took the work away: Superseded
             raise
-    for leftover in job.work_dirs():  # what a late attempt may have written after a takeover
+    for leftover in job.work_dirs(config):  # what a late attempt wrote after a takeover
         shutil.rmtree(leftover, ignore_errors=True)
     return SeedResult(job.folder, run_id, metrics, time.perf_counter() - started)
 
@@ -239,8 +234,12 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
     return metrics
 
 
-def _finished(job: SeedJob, started: float) -> SeedResult:
-    """The seed as it was finished before (by this command earlier, or by another attempt)."""
+def _finished(job: SeedJob, config: Config, started: float) -> SeedResult:
+    """The seed as it was finished before (by this command earlier, or by another attempt),
+    published into output_dir."""
+    entry = job.stored(config)
+    assert entry is not None  # finished: it stays so
+    job.show(entry)
     metrics = job.finished_metrics() or {}
     elapsed = time.perf_counter() - started
     return SeedResult(job.folder, job.finished_run_id(), metrics, elapsed, reused=True)

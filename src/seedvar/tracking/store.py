@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import os
 import shlex
+import sqlite3
 import urllib.request
+from contextlib import closing
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
 from seedvar.config import Config, TrackingConfig
 from seedvar.errors import TrackingError
+from seedvar.project import project_root
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
-DEFAULT_ARTIFACT_ROOT = Path("mlruns/artifacts")
+ARTIFACTS = "artifacts"  # a SQLite store's artifacts: mlruns/artifacts beside mlruns/mlflow.db
 UI_HOST, UI_PORT = "http://127.0.0.1", 5000  # where `mlflow ui` serves by default
 EXPERIMENT_TAGS = {
     # a model-training experiment; MLflow 3.17's UI picks its pages by its own workflow
@@ -37,11 +41,25 @@ class Store:
 
 def tracking_uri(tracking: TrackingConfig) -> str:
     """Config value, else MLFLOW_TRACKING_URI, else the SQLite store under mlruns/; a relative
-    SQLite path is made absolute (MLflow caches stores by URI, not by working directory)."""
+    SQLite path is made absolute against the project root (project.py: the workspace also for
+    DVC's temporary and queued experiments; MLflow caches stores by URI, not by folder)."""
     uri = tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        uri = f"sqlite:///{Path(uri.removeprefix('sqlite:///')).resolve()}"
+        uri = f"sqlite:///{project_root() / uri.removeprefix('sqlite:///')}"
+    if uri.startswith("sqlite:////"):
+        write_ahead(Path(uri.removeprefix("sqlite:///")))
     return uri
+
+
+@cache
+def write_ahead(database: Path) -> None:
+    """Put a SQLite store in write-ahead-log mode (once; the file keeps it): readers (an
+    `mlflow ui`) never block the seeds' writes, nor writes the readers. A write that meets
+    another writer's lock waits MLflow's 20 s; one that waits longer fails, and its seed is
+    tried again (scale/scheduler.py)."""
+    database.parent.mkdir(parents=True, exist_ok=True)
+    with closing(sqlite3.connect(database, timeout=60)) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
 
 
 def check_reachable(config: Config) -> None:
@@ -66,13 +84,14 @@ def open_store(config: Config) -> Store:
 
 
 def experiment_id(client: MlflowClient, name: str) -> str:
-    """The id of experiment `name`, created (artifacts under mlruns/ for local stores) if new,
+    """The id of experiment `name`, created (a SQLite store's artifacts beside it) if new,
     tagged as a model-training experiment with a description."""
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         location = None
-        if client.tracking_uri.startswith("sqlite:"):
-            location = (DEFAULT_ARTIFACT_ROOT.resolve() / name).as_uri()
+        if client.tracking_uri.startswith("sqlite:////"):  # beside the database
+            database = Path(client.tracking_uri.removeprefix("sqlite:///"))
+            location = (database.parent / ARTIFACTS / name).as_uri()
         return client.create_experiment(name, location, tags=EXPERIMENT_TAGS)
     for key, value in EXPERIMENT_TAGS.items():
         if key not in experiment.tags:

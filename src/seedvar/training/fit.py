@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import warnings
 from pathlib import Path
 
@@ -14,8 +15,9 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import Logger
 from transformers import PreTrainedModel
 
+from seedvar import progress
 from seedvar.config import Config
-from seedvar.interrupts import catch_ctrl_c, raise_if_lost
+from seedvar.interrupts import catch_interrupts, raise_if_lost
 from seedvar.metrics import validation_key
 from seedvar.pretrained import load_model
 from seedvar.training.datamodule import NLIDataModule
@@ -65,6 +67,7 @@ def fine_tune(
     # Lightning's start-up notes (accelerators found, a logger advertisement) on every seed:
     # noise in a 100-seed log; its warnings still show
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    bars = not os.environ.get("TQDM_DISABLE")  # tqdm's own switch (a launch's tasks set it)
     trainer = L.Trainer(
         accelerator=train.accelerator,
         devices=1,
@@ -77,7 +80,8 @@ def fine_tune(
         enable_checkpointing=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
-        callbacks=[TQDMProgressBar(), RaiseLostCtrlC(), *callbacks],
+        enable_progress_bar=bars,
+        callbacks=[*([TQDMProgressBar()] if bars else []), AtEachBatch(), *callbacks],
     )
     with warnings.catch_warnings():  # Lightning 2.6 calls a torch API torch 2.13 deprecates
         warnings.filterwarnings("ignore", module="lightning.pytorch.utilities._pytree")
@@ -88,16 +92,25 @@ def fine_tune(
                 raise
             # Lightning turns Ctrl-C into exit(1) and ignores SIGINT from then on; callers
             # (a sweep's trial, a run's status) need the interrupt itself
-            catch_ctrl_c()
+            catch_interrupts()
             raise KeyboardInterrupt from None
     return module.model
 
 
-class RaiseLostCtrlC(L.Callback):
-    """Raise, before the next batch, a Ctrl-C that Python lost where it landed."""
+class AtEachBatch(L.Callback):
+    """Raise, before the next batch, a Ctrl-C that Python lost where it landed; after each
+    batch, record the progress (seedvar/progress.py)."""
 
     def on_train_batch_start(self, *args: object) -> None:
         raise_if_lost()
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, module: L.LightningModule, *args: object
+    ) -> None:
+        progress.tick("training", trainer.global_step, int(getattr(module, "total_steps", 0)))
+
+    def on_validation_batch_end(self, *args: object) -> None:
+        progress.tick("validating")
 
 
 def total_steps(examples: int, batch_size: int, epochs: int, max_steps: int | None) -> int:

@@ -1,0 +1,80 @@
+"""How far an attempt at a seed has got, in its work folder's progress.json, which a driver
+reads to tell a seed that advances from one that is stuck (frozen, or blocked in a system
+call while its other threads live). The training loop and prediction tick it from the main
+thread, once per batch; it is written at most once a second."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from seedvar.files import write_atomically
+
+WRITE_SECONDS = 1.0
+
+
+@dataclass
+class Progress:
+    """An attempt's progress: `batches` counts every batch trained or predicted so far."""
+
+    attempt: str
+    submission: int
+    phase: str = "loading"  # loading, training, evaluating
+    step: int = 0
+    total: int = 0
+    batches: int = 0
+
+
+_path: Path | None = None
+_current: Progress | None = None
+_written = 0.0
+
+
+@contextmanager
+def reporting(path: Path, attempt: str, submission: int) -> Iterator[None]:
+    """Record this process's progress in `path` while the block runs."""
+    global _path, _current
+    _path, _current = path, Progress(attempt, submission)
+    _write()
+    try:
+        yield
+    finally:
+        _path = _current = None
+
+
+def tick(phase: str, step: int | None = None, total: int | None = None) -> None:
+    """One more batch (of `phase`; training also gives its step of `total`)."""
+    if _current is None:
+        return
+    _current.batches += 1
+    changed = phase != _current.phase
+    _current.phase = phase
+    if step is not None:
+        _current.step = step
+    if total is not None:
+        _current.total = total
+    if changed or time.monotonic() - _written >= WRITE_SECONDS:
+        _write()
+
+
+def _write() -> None:
+    global _written
+    if _path is None or _current is None or not _path.parent.is_dir():
+        return  # the folder went (published, or taken over): nothing to report on
+    try:
+        write_atomically(_path, json.dumps(asdict(_current)))
+    except OSError:
+        return
+    _written = time.monotonic()
+
+
+def read(path: Path) -> Progress | None:
+    """The progress recorded in `path`, or None (not written yet, or being replaced)."""
+    try:
+        return Progress(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None

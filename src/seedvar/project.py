@@ -1,0 +1,24 @@
+"""Where a study's project is: the folder its relative paths mean, also inside DVC."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+WORK = ".seedvar"  # beside output_dir: work in progress, finished seeds by recipe, the lease
+
+
+def project_root() -> Path:
+    """The project folder: DVC_ROOT where DVC runs the command (it names the workspace also
+    for `dvc exp run --temp` and queued experiments, which run in a temporary copy that DVC
+    deletes), else the working directory."""
+    return Path(os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
+
+
+def work_dir_of(output_dir: Path) -> Path:
+    """The folder that keeps output_dir's seeds safe from a DVC checkout: `.seedvar/runs` for
+    output_dir `runs` (relative paths: under the project root), `X/.seedvar/NAME` for an
+    absolute output_dir `X/NAME`."""
+    if output_dir.is_absolute():
+        return output_dir.parent / WORK / output_dir.name
+    return project_root() / WORK / output_dir
