@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
-import time
-from pathlib import Path
 from types import FrameType
 
+from seedvar.processes import watch_starters
+
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-WATCH_SECONDS = 1.0
 
 _received = False
 
@@ -50,36 +48,4 @@ def stop_with_starters() -> None:
     even with SIGKILL, which nobody can handle, stops the driver, which cleans up). A command
     started from a shell or a batch script with job control outlives that shell, as it should
     (`nohup`): the shell is in another process group."""
-    starters = _ancestors_in_group()
-    if not starters:
-        return
-
-    def watch() -> None:
-        while os.getppid() == starters[0] and all(map(_alive, starters)):
-            time.sleep(WATCH_SECONDS)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, daemon=True, name="seedvar watch starters").start()
-
-
-def _ancestors_in_group() -> list[int]:
-    """The parent and its ancestors, as long as they are in this process's group (/proc)."""
-    group, found, pid = os.getpgrp(), [], os.getppid()
-    while pid > 1 and (stat := _stat(pid)) is not None and int(stat[2]) == group:
-        found.append(pid)
-        pid = int(stat[1])
-    return found
-
-
-def _stat(pid: int) -> list[str] | None:
-    """State, parent and process group of a process (/proc/PID/stat), or None."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text.rsplit(")", 1)[1].split()[:3]
-
-
-def _alive(pid: int) -> bool:
-    stat = _stat(pid)
-    return stat is not None and stat[0] != "Z"
+    watch_starters(lambda: os.kill(os.getpid(), signal.SIGTERM))

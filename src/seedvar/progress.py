@@ -46,13 +46,14 @@ def reporting(path: Path, attempt: str, submission: int) -> Iterator[None]:
         _path = _current = None
 
 
-def tick(phase: str, step: int | None = None, total: int | None = None) -> None:
-    """One more batch (of `phase`; training also gives its step of `total`)."""
+def tick(phase: str | None = None, step: int | None = None, total: int | None = None) -> None:
+    """One more batch (of `phase`, else of the phase so far; training also gives its step of
+    `total`)."""
     if _current is None:
         return
     _current.batches += 1
-    changed = phase != _current.phase
-    _current.phase = phase
+    changed = phase is not None and phase != _current.phase
+    _current.phase = phase or _current.phase
     if step is not None:
         _current.step = step
     if total is not None:

@@ -10,13 +10,16 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from seedvar.config import Config, RayConfig
 from seedvar.errors import ConfigError, RayUnavailableError, first_line
+from seedvar.processes import end_recorded, keep_recording
 
 INSTALL = "pip install -e '.[ray]'"
 
@@ -120,14 +123,19 @@ def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
 
 
 @contextmanager
-def ray_session(settings: RayConfig) -> Iterator[ClusterInfo]:
+def ray_session(settings: RayConfig, record: Path | None = None) -> Iterator[ClusterInfo]:
     """Connect to the cluster at `ray.address` ("auto", "host:port", "ray://host:port") or at
     RAY_ADDRESS, or with neither start a Ray of its own on this machine (every CPU and GPU),
     even where another Ray runs there (`ray.init()` alone would join that one); shut down on
-    exit what was started here."""
+    exit what was started here. `record`: where a local Ray's processes are listed while it
+    runs, so that the next command ends those a killed driver left (Ray's agents outlive a
+    SIGKILLed driver by a minute or more)."""
     ray = import_ray()
     started_here = not ray.is_initialized()
+    recording = threading.Event()
     if started_here:
+        if record is not None:
+            end_recorded(record)
         local = settings.address is None and "RAY_ADDRESS" not in os.environ
         # Ray runs its workers at nice 15; the seeds are this Ray's main job, and at nice 15
         # they yield to any other work on the machine (measured: a task's imports took 264 s
@@ -152,6 +160,8 @@ def ray_session(settings: RayConfig) -> Iterator[ClusterInfo]:
                 "leave ray.address empty to start Ray on this machine"
             ) from None
         dashboard = getattr(context, "dashboard_url", None) or None
+        if local and record is not None:
+            keep_recording(record, recording)
     else:
         dashboard = None
     try:
@@ -162,3 +172,4 @@ def ray_session(settings: RayConfig) -> Iterator[ClusterInfo]:
     finally:
         if started_here:
             ray.shutdown()
+        recording.set()

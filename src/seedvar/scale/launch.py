@@ -116,7 +116,8 @@ def launch(
         tracking.check_reachable(config)
         study_run = tracking.study_run_id(tracking.open_store(config), config)
         _end_interrupted(config, study_run)  # runs of a driver that died: we hold the lease
-        with _executor(config, len(todo), echo) as (scheduler, at_once):
+        record = store / f"ray-{config.study_hash()}.json"  # a killed driver's local Ray
+        with _executor(config, len(todo), record, echo) as (scheduler, at_once):
             echo(
                 f"{len(todo)} of {len(config.seeds)} seeds to train ({len(report.already)} "
                 f"finished before), up to {at_once} at once; outputs in {config.output_dir}, "
@@ -145,7 +146,7 @@ def launch(
 
 @contextmanager
 def _executor(
-    config: Config, todo: int, echo: Callable[[str], None]
+    config: Config, todo: int, record: Path, echo: Callable[[str], None]
 ) -> Iterator[tuple[Scheduler | InProcess, int]]:
     """Ray where it can train two or more seeds at once (or ray.address names a cluster),
     else this process, one seed after another; with how many seeds run at once."""
@@ -160,7 +161,7 @@ def _executor(
         yield InProcess(config.ray, threads, echo), 1
         return
     ray = import_ray()
-    with ray_session(config.ray) as cluster:
+    with ray_session(config.ray, record) as cluster:
         resources = seed_resources(config, cluster)
         echo(f"{cluster.describe()}, {resources.describe()}")
         yield Scheduler(ray, config.ray, resources, echo), cluster.slots(resources)

@@ -12,7 +12,7 @@ import lightning as L
 from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerBase
 
-from seedvar import tracking
+from seedvar import progress, tracking
 from seedvar.config import Config
 from seedvar.data.prepared import StudyInputs, study_inputs
 from seedvar.errors import Superseded
@@ -210,6 +210,7 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
         job.save_model(model, work.tokenizer)
         run.log_raw_metrics({TRAIN_SECONDS: time.perf_counter() - started})
     job.check_held()
+    progress.tick("evaluating")
     started = time.perf_counter()
     model = AutoModelForSequenceClassification.from_pretrained(job.model_dir)
     metrics, columns = evaluate_sets(

@@ -86,7 +86,8 @@ def fine_tune(
     with warnings.catch_warnings():  # Lightning 2.6 calls a torch API torch 2.13 deprecates
         warnings.filterwarnings("ignore", module="lightning.pytorch.utilities._pytree")
         try:
-            trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
+            # our own resume checkpoint (optimizer and sampler state): not weights only
+            trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint, weights_only=False)
         except SystemExit:
             if not trainer.interrupted:
                 raise

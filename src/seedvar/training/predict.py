@@ -34,7 +34,7 @@ def predict_logits(
     outputs = []  # stay on the device: one copy to the host at the end, no sync per batch
     for start in tqdm(range(0, len(order), batch_size), desc=description, unit="batch"):
         raise_if_lost()
-        progress.tick("evaluating")
+        progress.tick()
         rows = order[start : start + batch_size]
         batch = collate([{name: values[i] for name, values in columns.items()} for i in rows])
         batch = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
