@@ -13,7 +13,8 @@ import pytest
 from seedvar.cli import main
 from seedvar.errors import ModelError
 from seedvar.pretrained import load_tokenizer
-from tests.conftest import QUICK, run_command
+from seedvar.scale.cluster import SeedResources, this_machine
+from tests.conftest import QUICK, STUDY, run_command
 
 SMOKE = [
     "--profile",
@@ -64,12 +65,30 @@ def test_a_hub_model_that_cannot_load_names_the_offline_model(monkeypatch: pytes
     assert "--set model.name=minilm-offline" in str(error.value)
 
 
-def test_launch_without_ray_names_the_extra(study_dir: Path):
-    """The base install has no Ray: `seedvar launch` says how to get it, in one line."""
-    code = "import sys; sys.modules['ray'] = None; from seedvar.cli import main; sys.exit(main())"
-    done = run_command([sys.executable, "-c", code, "launch", *SMOKE], timeout=QUICK)
+WITHOUT_RAY = (
+    "import sys; sys.modules['ray'] = None; from seedvar.cli import main; sys.exit(main())"
+)
+
+
+def test_a_cluster_without_ray_names_the_extra(study_dir: Path):
+    """The base install has no Ray: `seedvar launch` on a cluster says how to get it."""
+    cluster = ["--set", "ray.address=auto"]
+    done = run_command(
+        [sys.executable, "-c", WITHOUT_RAY, "launch", *SMOKE, *cluster], timeout=QUICK
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "pip install -e '.[ray]'" in done.stderr and not Path("runs").exists()
+
+
+@pytest.mark.slow
+def test_without_ray_the_seeds_train_one_after_another(study_dir: Path):
+    seeds = ["--set", "seeds=[0, 1]", "--set", "ray.cpus_per_seed=1"]
+    done = run_command([sys.executable, "-c", WITHOUT_RAY, "launch", *SMOKE, *seeds], timeout=STUDY)
+    assert done.returncode == 0, done.stderr
+    holds_two = this_machine().slots(SeedResources(1, 0)) >= 2  # else no Ray is needed
+    assert ("Ray is not installed: seeds train one at a time" in done.stdout) == holds_two
+    assert "up to 1 at once" in done.stdout
+    assert sorted(p.name for p in Path("runs").iterdir()) == ["seed-0", "seed-1"]
 
 
 @pytest.mark.slow

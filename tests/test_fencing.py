@@ -127,11 +127,14 @@ def test_a_frozen_attempt_that_wakes_stops_without_touching_the_seed(
     late = attempt(spawn, "late")
     wait_for(lambda: checkpoint_step("seed-4.partial.*/checkpoints/resume.ckpt") >= 3)
     os.kill(late.pid, signal.SIGSTOP)  # frozen mid-training: no lock, no heartbeat, no exit
-    (late_folder,) = Path("runs").glob("seed-4.partial.*")
+    (late_folder,) = Path(".seedvar/runs").glob("seed-4.partial.*")
     late_id = owner(late_folder)
 
     successor = attempt(spawn, "successor")
-    taken = lambda: [f for f in Path("runs").glob("seed-4.partial.*") if owner(f) != late_id]  # noqa: E731
+
+    def taken() -> list[Path]:
+        return [f for f in Path(".seedvar/runs").glob("seed-4.partial.*") if owner(f) != late_id]
+
     if wakes == "while its successor trains":
         wait_for(lambda: bool(taken()) and not late_folder.exists())
     else:
@@ -147,7 +150,9 @@ def test_a_frozen_attempt_that_wakes_stops_without_touching_the_seed(
     assert result(out)["status"] == "finished"
 
     assert Path("runs/seed-4/metrics.json").is_file()
-    assert not list(Path("runs").glob("seed-4.partial*"))  # nothing half-written left behind
+    assert not list(
+        Path(".seedvar/runs").glob("seed-4.partial*")
+    )  # nothing half-written left behind
     if wakes == "after the seed is published":  # the late attempt touched nothing
         assert {p: p.stat().st_mtime_ns for p in Path("runs/seed-4").rglob("*")} == published
     client = MlflowClient(f"sqlite:///{Path.cwd()}/mlruns/mlflow.db")

@@ -15,7 +15,8 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from seedvar.config import load_config
-from seedvar.study.job import SeedJob
+from seedvar.project import work_dir_of
+from seedvar.study.lease import lease
 from tests.conftest import QUICK, STUDY, run_command, seed_runs
 
 SETTINGS = [
@@ -52,7 +53,9 @@ def test_a_killed_seed_resumes_and_equals_an_uninterrupted_run(study_dir: Path, 
     cut = spawn(train("--seed", "4", "--set", "output_dir=cut"), **quiet)
 
     def checkpoint() -> Path:
-        return next(Path("cut").glob("seed-4.partial*/checkpoints/resume.ckpt"), Path("none"))
+        return next(
+            Path(".seedvar/cut").glob("seed-4.partial*/checkpoints/resume.ckpt"), Path("none")
+        )
 
     wait_for(lambda: checkpoint().is_file() and _step(checkpoint()) >= 9, cut)
     os.killpg(cut.pid, signal.SIGKILL)
@@ -78,13 +81,16 @@ def test_a_killed_seed_resumes_and_equals_an_uninterrupted_run(study_dir: Path, 
 
 
 @pytest.mark.slow
-def test_two_processes_cannot_train_the_same_seed(study_dir: Path):
+def test_a_second_driver_of_the_study_stops_at_once_naming_the_first(study_dir: Path):
     config = load_config(None, [*SETTINGS, "train.seed=6"], profile="smoke")
-    with SeedJob.of(config).locked():  # this process is training seed 6 ...
+    with lease(work_dir_of(Path("runs")), config.study_hash(), "dvc repro"):  # a driver ...
         second = run_command(train("--seed", "6"), timeout=QUICK)
-    assert second.returncode == 2  # ... so another one stops at once
-    assert "seed 6 is being trained by another process" in second.stderr
-    assert not list(Path("runs").glob("seed-6.partial*"))
+        launch = run_command([sys.executable, "-m", "seedvar.cli", "launch", *SMOKE], timeout=QUICK)
+    for stopped in (second, launch):  # ... so another one stops at once, in one line
+        assert stopped.returncode == 2, stopped.stderr
+        (line,) = [line for line in stopped.stderr.splitlines() if line.strip()]
+        assert f"being trained by `dvc repro` (pid {os.getpid()} on " in line, line
+    assert not list(Path(".seedvar/runs").glob("seed-6.partial*"))
     first = run_command(train("--seed", "6"), timeout=STUDY)
     assert first.returncode == 0 and Path("runs/seed-6/metrics.json").is_file()
     again = run_command(train("--seed", "6"), timeout=QUICK)

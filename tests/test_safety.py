@@ -48,7 +48,9 @@ def test_a_seed_killed_while_evaluating_resumes_at_evaluation_in_the_same_run(
     cut = spawn(train(*args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
     while not (
-        first_sets := list(Path("runs").glob("seed-3.partial*/predictions/mnli_m*.parquet"))
+        first_sets := list(
+            Path(".seedvar/runs").glob("seed-3.partial*/predictions/mnli_m*.parquet")
+        )
     ):
         assert cut.poll() is None and time.monotonic() < deadline
         time.sleep(0.02)
@@ -93,7 +95,7 @@ def test_odd_data_stops_before_training_with_one_line(study_dir: Path, change, m
         train("--seed", "1", "--set", f"diagnostics.hans.source={hans}"), timeout=QUICK
     )
     one_line_error(done, message)
-    assert not list(Path("runs").glob("seed-1.partial*"))
+    assert not list(Path(".seedvar/runs").glob("seed-1.partial*"))
 
 
 @pytest.fixture

@@ -130,8 +130,8 @@ def test_interrupted_sweep_resumes_and_retries_the_dead_trial(study_dir: Path, s
     while True:  # wait until trial 1 is training its first seed, then kill the sweep
         assert sweep.poll() is None and time.monotonic() < deadline
         if (
-            list(Path("sweeps/seedvar-sweep").glob("*/seed-0.partial*"))
-            and len(list(Path("sweeps/seedvar-sweep").glob("*/seed-1"))) == 1
+            list(Path(".seedvar/sweeps/seedvar-sweep").glob("*/seed-0.partial*"))
+            and len(list(Path(".seedvar/sweeps/seedvar-sweep").glob("*/seed-1"))) == 1
         ):
             break
         time.sleep(0.2)
@@ -155,7 +155,7 @@ def test_ctrl_c_fails_the_trial_for_a_retry_and_ends_its_runs_killed(study_dir: 
     with Path("sweep.err").open("w") as errors:  # a file: a full pipe would stall the sweep
         sweep = spawn(command, stdout=subprocess.DEVNULL, stderr=errors)
     deadline = time.monotonic() + 240
-    while not list(Path("sweeps/seedvar-sweep").glob("*/seed-0.partial*/run.json")):
+    while not list(Path(".seedvar/sweeps/seedvar-sweep").glob("*/seed-0.partial*/run.json")):
         assert sweep.poll() is None and time.monotonic() < deadline
         time.sleep(0.1)  # until the first trial's first seed has its MLflow run
     sweep.send_signal(signal.SIGINT)

@@ -20,6 +20,7 @@ from typing import Any
 from seedvar.config import Config, RayConfig
 from seedvar.errors import ConfigError, RayUnavailableError, first_line
 from seedvar.processes import end_recorded, keep_recording
+from seedvar.training.device import on_this_machine
 
 INSTALL = "pip install -e '.[ray]'"
 
@@ -120,6 +121,13 @@ def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
             "or add nodes"
         )
     return resources
+
+
+def chosen_where_seeds_run(ray: Any, config: Config, resources: SeedResources) -> Config:
+    """The config with its "auto" precisions made concrete by a task where seeds run (the
+    driver's machine may have no GPU, or another CPU)."""
+    probe = ray.remote(num_cpus=resources.cpus, num_gpus=resources.gpus)(on_this_machine)
+    return ray.get(probe.remote(config))
 
 
 @contextmanager

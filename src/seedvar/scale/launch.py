@@ -11,7 +11,6 @@ cluster) and logs to the tracking store, its run a child of the study's run.
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,12 +21,21 @@ from typing import Any
 from seedvar import tracking
 from seedvar.config import Config
 from seedvar.declared import primary_column
+from seedvar.errors import RayUnavailableError
 from seedvar.project import work_dir_of
-from seedvar.scale.cluster import INSTALL, import_ray, ray_session, seed_resources, this_machine
+from seedvar.scale.cluster import (
+    INSTALL,
+    chosen_where_seeds_run,
+    import_ray,
+    ray_session,
+    seed_resources,
+    this_machine,
+)
 from seedvar.scale.protocol import Cause, SeedTask, Status, TaskKey, TaskResult
 from seedvar.scale.scheduler import InProcess, Scheduler
 from seedvar.study.job import SeedJob
 from seedvar.study.lease import lease
+from seedvar.training.device import on_this_machine
 
 POLL_SECONDS = 1.0
 STATUS_SECONDS = 30.0
@@ -97,6 +105,8 @@ def launch(
     every seed into output_dir; `command`: what the user ran (for a second driver's message).
     Seeds finished with another recipe stay kept (and come back when that recipe does)."""
     started = time.monotonic()
+    if config.ray.address is not None:
+        import_ray()  # one line before any work where the cluster cannot be used
     report = LaunchReport()
     config = task_config(config)
     store = work_dir_of(Path(config.output_dir)).resolve()
@@ -114,10 +124,10 @@ def launch(
             )
             return report
         tracking.check_reachable(config)
-        study_run = tracking.study_run_id(tracking.open_store(config), config)
-        _end_interrupted(config, study_run)  # runs of a driver that died: we hold the lease
         record = store / f"ray-{config.study_hash()}.json"  # a killed driver's local Ray
-        with _executor(config, len(todo), record, echo) as (scheduler, at_once):
+        with _executor(config, len(todo), record, echo) as (scheduler, at_once, config):
+            study_run = tracking.study_run_id(tracking.open_store(config), config)
+            _end_interrupted(config, study_run)  # a dead driver's runs: we hold the lease
             echo(
                 f"{len(todo)} of {len(config.seeds)} seeds to train ({len(report.already)} "
                 f"finished before), up to {at_once} at once; outputs in {config.output_dir}, "
@@ -147,24 +157,30 @@ def launch(
 @contextmanager
 def _executor(
     config: Config, todo: int, record: Path, echo: Callable[[str], None]
-) -> Iterator[tuple[Scheduler | InProcess, int]]:
+) -> Iterator[tuple[Scheduler | InProcess, int, Config]]:
     """Ray where it can train two or more seeds at once (or ray.address names a cluster),
-    else this process, one seed after another; with how many seeds run at once."""
+    else this process, one seed after another; with how many seeds run at once, and the
+    config with its "auto" precisions as they resolve where the seeds run."""
     local = config.ray.address is None
     machine = this_machine()
     resources = seed_resources(config, machine) if local else None
-    one_at_a_time = todo < 2 or (resources is not None and machine.slots(resources) < 2)
-    if local and (one_at_a_time or importlib.util.find_spec("ray") is None):
-        if not one_at_a_time:
-            echo(f"Ray is not installed: seeds train one at a time ({INSTALL} trains them at once)")
-        threads = resources.threads if resources else 1
-        yield InProcess(config.ray, threads, echo), 1
+    threads = resources.threads if resources else 1
+    if resources is not None and (todo < 2 or machine.slots(resources) < 2):
+        yield InProcess(config.ray, threads, echo), 1, on_this_machine(config)
         return
-    ray = import_ray()
+    try:
+        ray = import_ray()
+    except RayUnavailableError:
+        if not local:
+            raise
+        echo(f"Ray is not installed: seeds train one at a time ({INSTALL} trains them at once)")
+        yield InProcess(config.ray, threads, echo), 1, on_this_machine(config)
+        return
     with ray_session(config.ray, record) as cluster:
         resources = seed_resources(config, cluster)
         echo(f"{cluster.describe()}, {resources.describe()}")
-        yield Scheduler(ray, config.ray, resources, echo), cluster.slots(resources)
+        chosen = chosen_where_seeds_run(ray, config, resources)
+        yield Scheduler(ray, config.ray, resources, echo), cluster.slots(resources), chosen
 
 
 def _drive(
