@@ -4,14 +4,14 @@ projects for the paper's study.
 1. The same 4 seeds of the `cpu` profile (reduced data), each way through `dvc repro` in a
    fresh clone of this repository (its committed code and pipeline):
    - at once: the default, as many seeds as the machine holds (here 2, 1 CPU and 1 torch
-     thread each, on a local Ray started by the first seed stage);
+     thread each, on a local Ray started by the train stage);
    - one after another, `ray.cpus_per_seed=2`: one seed holds the machine, 2 torch threads
      (the strongest way to train seeds one at a time here);
    - one after another with 1 torch thread (OMP_NUM_THREADS=1, once): the same arithmetic as a
      seed at once, so its predictions must be identical, example by example (a float sum
      depends on the thread count, so 2 threads may differ in the last bits).
    The two timed ways alternate for `--rounds` rounds (at once, one after another, ...), each
-   reports its median; the time is the seed stages' (from the first seed stage's start to
+   reports its median; the time is the train stage's (from its start to
    the aggregate stage's), and the whole `dvc repro` beside it.
 2. The projected wall time of the paper's 100 seeds on N GPUs: ceil(100 / (N k)) waves of one
    seed time each, with k seeds sharing a GPU, plus the launch's fixed cost. The seed time comes
@@ -65,7 +65,7 @@ def clone(work: Path, name: str, seeds: int, cpus_per_seed: int) -> Path:
 
 
 def repro(project: Path, threads: int | None = None) -> dict[str, object]:
-    """`dvc repro` in `project` (prepared first, not timed): the seed stages' seconds and the
+    """`dvc repro` in `project` (prepared first, not timed): the train stage's seconds and the
     whole command's."""
     env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
     subprocess.run(
@@ -88,7 +88,7 @@ def repro(project: Path, threads: int | None = None) -> dict[str, object]:
             stage_starts[line.split("'")[1]] = time.perf_counter()
     if process.wait() != 0:
         raise SystemExit(f"dvc repro failed in {project}:\n{''.join(lines[-40:])}")
-    seeds = stage_starts["aggregate"] - stage_starts["seed@0"]
+    seeds = stage_starts["aggregate"] - stage_starts["train"]
     return {"seed_stages_s": seeds, "repro_s": time.perf_counter() - started}
 
 

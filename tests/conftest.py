@@ -122,6 +122,13 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen]]:
                 pipe.close()
 
 
+def make(*arguments: str) -> list[str]:
+    """`make` with this test environment as its .venv (taken as installed: make must not
+    build another)."""
+    venv = Path(sys.prefix)
+    return ["make", "-o", str(venv / ".installed-cpu"), f"VENV={venv}", "LOCK=cpu", *arguments]
+
+
 def run_ok(*command: str, cwd: Path, timeout: float = STUDY) -> str:
     """Run a command; fail the test with its output unless it exits 0 within `timeout` s."""
     done = run_command(command, cwd=cwd, timeout=timeout)

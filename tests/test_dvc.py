@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.conftest import QUICK, commit, dvc_project, run_ok, stages_ran
+from tests.conftest import QUICK, STUDY, commit, dvc_project, run_ok, seed_runs, stages_ran
 
 pytestmark = pytest.mark.slow
-SEED_STAGES = {"seed@0", "seed@1"}
+SEED_STAGES = {"train"}
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +91,26 @@ def test_dvc_exp_run_sets_documented_keys(study: Path, setting: str):
     run_ok("dvc", "queue", "remove", "--all", cwd=study)
 
 
+@pytest.mark.parametrize("how", ["--temp", "--queue"])
+def test_temporary_and_queued_experiments_track_into_the_workspace(study: Path, how: str):
+    """DVC runs them in a copy of the workspace that it deletes afterwards: their MLflow runs
+    and finished seeds go to the workspace's store and keep (anchored at DVC_ROOT)."""
+    rate = {"--temp": "0.002", "--queue": "0.003"}[how]
+    run_ok("dvc", "exp", "run", how, "-S", f"train.learning_rate={rate}", cwd=study)
+    if how == "--queue":
+        run_ok("dvc", "queue", "start", cwd=study)
+        deadline = time.monotonic() + STUDY
+        while "Success" not in run_ok("dvc", "queue", "status", cwd=study):
+            assert "Failed" not in run_ok("dvc", "queue", "status", cwd=study)
+            assert time.monotonic() < deadline
+            time.sleep(2)
+    runs = [r for r in seed_runs(study) if r.data.params["train.learning_rate"] == rate]
+    assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
+    kept = [yaml.safe_load(p.read_text()) for p in study.glob(".seedvar/runs/seed-*/*/config.yaml")]
+    assert sum(config["train"]["learning_rate"] == float(rate) for config in kept) == 2
+    assert changed_stages(study) == set()  # the workspace itself is as it was
+
+
 @pytest.fixture(scope="module")
 def clone(study: Path) -> Path:
     """A fresh clone of the pushed study, pulled."""
@@ -100,14 +122,17 @@ def clone(study: Path) -> Path:
 
 
 def test_a_pulled_clone_is_up_to_date_with_the_verdict_and_its_plots(study: Path, clone: Path):
-    leftovers = [study / "runs" / "seed-0.lock", study / "runs" / "seed-1.partial.0123abcd"]
-    leftovers[0].touch()  # what a seed trained alone, or an attempt that died, leaves behind
-    leftovers[1].mkdir()
+    leftovers = [  # what an attempt that died leaves behind, and a view being published
+        study / ".seedvar" / "runs" / "seed-1.partial.0123abcd",
+        study / "runs" / "seed-1.partial-0123abcd",
+    ]
+    for folder in leftovers:
+        folder.mkdir()
     try:
         assert changed_stages(study) == set()  # not part of the study
     finally:
-        leftovers[0].unlink()
-        leftovers[1].rmdir()
+        for folder in leftovers:
+            folder.rmdir()
     assert changed_stages(clone) == set()
     verdict = json.loads((clone / "results" / "verdict.json").read_text())
     assert verdict == json.loads((study / "results" / "verdict.json").read_text())
@@ -119,11 +144,14 @@ def test_a_pulled_clone_is_up_to_date_with_the_verdict_and_its_plots(study: Path
 
 
 def test_fewer_seeds_leave_the_workspace_and_come_back_without_training(clone: Path):
-    run_ok("dvc", "exp", "run", "-S", "seeds=[0]", cwd=clone)
+    fewer = run_ok("dvc", "exp", "run", "-S", "seeds=[0]", cwd=clone)
+    assert "all 1 seeds are finished" in fewer  # the pulled seed 0, taken from DVC's cache
     assert not (clone / "runs" / "seed-1").exists()  # out of the workspace, in the cache
     again = run_ok("dvc", "exp", "run", "-S", "seeds=[0,1]", cwd=clone)
-    assert not stages_ran(again) & SEED_STAGES and "aggregate" in stages_ran(again)
+    assert "all 2 seeds are finished" in again or "train" not in stages_ran(again)
+    assert "aggregate" in stages_ran(again)
     assert (clone / "runs" / "seed-1" / "metrics.json").is_file()
+    assert len(seed_runs(clone)) == 0  # the clone has trained nothing
     run_ok("git", "checkout", "--", "params.yaml", "dvc.lock", cwd=clone, timeout=QUICK)
     run_ok("dvc", "checkout", cwd=clone, timeout=QUICK)
 

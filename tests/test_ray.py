@@ -204,7 +204,7 @@ def launch_until_checkpointed(
     found: list[Path] = []
 
     def training() -> bool:
-        folder = checkpointed(Path("runs"), at_least=9)
+        folder = checkpointed(Path(".seedvar/runs"), at_least=9)
         found[:] = [folder] if folder else []
         return bool(found)
 
@@ -212,7 +212,7 @@ def launch_until_checkpointed(
     return launch, found[0]
 
 
-def test_a_node_removed_while_its_seed_trains_is_retried_and_counts_once(
+def test_a_node_removed_while_its_seed_trains_is_run_again_by_ray_and_counts_once(
     cluster, reference, study_dir: Path, spawn
 ):
     report = study_dir / "launch.json"
@@ -228,7 +228,7 @@ def test_a_node_removed_while_its_seed_trains_is_retried_and_counts_once(
     print(output)  # shown with -rP, and on failure
     assert launch.returncode == 0, output
     seed = int(folder.name.split(".")[0].removeprefix("seed-"))
-    assert launch_report(report)["retried"] == {str(seed): ["lost"]}
+    assert launch_report(report)["retried"] == {}  # Ray's own retry (max_retries), not ours
     assert launch_report(report)["finished"] == SEEDS
     assert_each_seed_once(study_dir, SEEDS)
     (run,) = seed_runs(study_dir, seed)
@@ -250,7 +250,7 @@ def test_a_frozen_task_is_replaced_and_the_late_one_does_no_harm(
     def replaced() -> bool:
         return any(
             attempt_of(f).get("attempt") not in (None, frozen["attempt"])
-            for f in Path("runs").glob(f"{seed}.partial.*")
+            for f in Path(".seedvar/runs").glob(f"{seed}.partial.*")
         )
 
     try:

@@ -7,15 +7,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import QUICK, REPO, dvc_project, run_command, run_ok
+from tests.conftest import QUICK, REPO, dvc_project, make, run_command, run_ok
 
 pytestmark = pytest.mark.slow
-VENV = Path(sys.prefix)  # the environment running the tests: make must not build another
 
 
 def readme_commands() -> list[str]:
@@ -23,12 +21,6 @@ def readme_commands() -> list[str]:
     blocks = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)
     lines = (line.split("  #")[0].strip() for block in blocks for line in block.splitlines())
     return [line for line in lines if line]
-
-
-def make(*arguments: str) -> list[str]:
-    """`make` with this test environment as its .venv (taken as installed)."""
-    stamp = VENV / ".installed-cpu"
-    return ["make", "-o", str(stamp), f"VENV={VENV}", "LOCK=cpu", *arguments]
 
 
 def test_the_readme_shows_only_commands_tested_here():
@@ -51,7 +43,7 @@ def project(tmp_path: Path, dvc_environment: None) -> Path:
 
 def test_make_study_runs_the_main_job(project: Path):
     output = run_ok(*make("study"), cwd=project)
-    assert "Running stage 'seed@0'" in output and "Running stage 'report'" in output
+    assert "Running stage 'train'" in output and "Running stage 'report'" in output
     assert (project / "results" / "verdict.json").is_file()
     assert "MLflow runs table: http://127.0.0.1:5000/#/experiments/" in output
 

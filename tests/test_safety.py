@@ -119,6 +119,12 @@ def test_a_full_disk_is_one_line_and_the_seed_resumes(study_dir: Path, small_dis
     one_line_error(done, f"the disk of {small_disk}/runs has no space left")
     assert "run the same command again" in done.stderr
     assert not (small_disk / "runs" / "seed-2").exists()
+    subprocess.run(["mount", "-o", "remount,size=400m", str(small_disk)], check=True, timeout=QUICK)
+    again = run_command(train(*args, "--set", "train.checkpoint_every_n_steps=2"), timeout=STUDY)
+    assert again.returncode == 0, again.stderr  # room again: the same command finishes it
+    assert (small_disk / "runs" / "seed-2" / "metrics.json").is_file()
+    statuses = [run.info.status for run in seed_runs(Path.cwd(), 2)]
+    assert statuses.count("FINISHED") == 1 and "RUNNING" not in statuses
 
 
 def test_a_read_only_output_dir_is_refused_before_any_work(study_dir: Path, small_disk: Path):

@@ -156,13 +156,15 @@ def _train(args: argparse.Namespace) -> int:
     config = study if args.seed is None else study.with_seed(args.seed)
     preflight(config, data=args.prepared is None)
     from seedvar.project import work_dir_of
+    from seedvar.scale.launch import end_orphaned
+    from seedvar.study.adopt import adopt
     from seedvar.study.job import SeedJob
-    from seedvar.study.lease import lease
+    from seedvar.study.lease import DRIVER_TAG, driver_id, lease
 
     job = SeedJob.of(config)
     command = f"seedvar train --seed {config.train.seed}"
     with lease(work_dir_of(Path(config.output_dir)), config.study_hash(), command):
-        entry = job.stored(config)
+        entry = job.stored(config) or adopt(job, config)
         if args.reuse and entry is not None:  # kept as it is, found without loading torch
             job.show(entry)
             print(f"seed {config.train.seed} finished before: {job.folder}")
@@ -173,7 +175,9 @@ def _train(args: argparse.Namespace) -> int:
         stop_with_starters()
         if_finished: IfFinished = "replace" if args.force else "reuse" if args.reuse else "refuse"
         try:
-            result = run_seed(config, if_finished, prepared=args.prepared)
+            end_orphaned(config)
+            tags = {DRIVER_TAG: driver_id()}
+            result = run_seed(config, if_finished, prepared=args.prepared, run_tags=tags)
         except KeyboardInterrupt:
             return _interrupted()
     print(

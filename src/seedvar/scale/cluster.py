@@ -19,7 +19,7 @@ from typing import Any
 
 from seedvar.config import Config, RayConfig
 from seedvar.errors import ConfigError, RayUnavailableError, first_line
-from seedvar.processes import end_recorded, keep_recording
+from seedvar.processes import keep_recording
 from seedvar.training.device import on_this_machine
 
 INSTALL = "pip install -e '.[ray]'"
@@ -136,14 +136,12 @@ def ray_session(settings: RayConfig, record: Path | None = None) -> Iterator[Clu
     RAY_ADDRESS, or with neither start a Ray of its own on this machine (every CPU and GPU),
     even where another Ray runs there (`ray.init()` alone would join that one); shut down on
     exit what was started here. `record`: where a local Ray's processes are listed while it
-    runs, so that the next command ends those a killed driver left (Ray's agents outlive a
-    SIGKILLed driver by a minute or more)."""
+    runs, so that the next driver ends those a killed one left (`end_recorded`: Ray's agents
+    outlive a SIGKILLed driver by a minute or more)."""
     ray = import_ray()
     started_here = not ray.is_initialized()
     recording = threading.Event()
     if started_here:
-        if record is not None:
-            end_recorded(record)
         local = settings.address is None and "RAY_ADDRESS" not in os.environ
         # Ray runs its workers at nice 15; the seeds are this Ray's main job, and at nice 15
         # they yield to any other work on the machine (measured: a task's imports took 264 s

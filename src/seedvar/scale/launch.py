@@ -22,6 +22,7 @@ from seedvar import tracking
 from seedvar.config import Config
 from seedvar.declared import primary_column
 from seedvar.errors import RayUnavailableError
+from seedvar.processes import end_recorded
 from seedvar.project import work_dir_of
 from seedvar.scale.cluster import (
     INSTALL,
@@ -33,8 +34,9 @@ from seedvar.scale.cluster import (
 )
 from seedvar.scale.protocol import Cause, SeedTask, Status, TaskKey, TaskResult
 from seedvar.scale.scheduler import InProcess, Scheduler
+from seedvar.study.adopt import adopt
 from seedvar.study.job import SeedJob
-from seedvar.study.lease import lease
+from seedvar.study.lease import DRIVER_TAG, driver_gone, driver_id, lease
 from seedvar.training.device import on_this_machine
 
 POLL_SECONDS = 1.0
@@ -110,10 +112,12 @@ def launch(
     report = LaunchReport()
     config = task_config(config)
     store = work_dir_of(Path(config.output_dir)).resolve()
+    record = store / f"ray-{config.study_hash()}.json"  # the local Ray of a killed driver
     with lease(store, config.study_hash(), command):
+        end_recorded(record)
         for seed in config.seeds:
             job = SeedJob(Path(config.output_dir), seed, store=store)
-            entry = job.stored(config.with_seed(seed))
+            entry = job.stored(config.with_seed(seed)) or adopt(job, config.with_seed(seed))
             if entry is not None:
                 job.show(entry)
                 report.already.append(seed)
@@ -124,10 +128,9 @@ def launch(
             )
             return report
         tracking.check_reachable(config)
-        record = store / f"ray-{config.study_hash()}.json"  # a killed driver's local Ray
         with _executor(config, len(todo), record, echo) as (scheduler, at_once, config):
             study_run = tracking.study_run_id(tracking.open_store(config), config)
-            _end_interrupted(config, study_run)  # a dead driver's runs: we hold the lease
+            end_orphaned(config)  # runs of drivers that were killed
             echo(
                 f"{len(todo)} of {len(config.seeds)} seeds to train ({len(report.already)} "
                 f"finished before), up to {at_once} at once; outputs in {config.output_dir}, "
@@ -142,13 +145,14 @@ def launch(
                     store=str(store),
                     prepared=str(prepared) if prepared else None,
                     parent_run_id=study_run,
+                    run_tags={DRIVER_TAG: driver_id()},
                 )
                 scheduler.submit(task)
             try:
                 _drive(scheduler, report, todo, primary_column(config.task), echo)
             finally:
                 scheduler.cancel_all()
-                _end_interrupted(config, study_run)
+                end_orphaned(config, driver_id())  # this driver's cancelled tasks' runs
             report.retried = {key.seed: why for key, why in scheduler.retried.items()}
     report.seconds = time.monotonic() - started
     return report
@@ -255,16 +259,19 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60} min"
 
 
-def _end_interrupted(config: Config, study_run: str) -> None:
-    """End KILLED the study's seed runs left RUNNING by attempts that no longer run (this
-    driver's cancelled tasks, or a driver that died: the caller holds the study's lease); an
-    attempt that resumes such a seed continues its run."""
+def end_orphaned(config: Config, driver: str | None = None) -> None:
+    """End KILLED the seed runs left RUNNING by attempts that no longer run: those of
+    `driver` (this driver's cancelled tasks), else those of every driver on this host that
+    is gone (killed with SIGKILL, which leaves no chance to end them). An attempt that
+    resumes such a seed continues its run."""
     store = tracking.open_store(config)
     running = store.client.search_runs(
         [store.experiment_id],
-        f"tags.`{tracking.PARENT_TAG}` = '{study_run}' and attributes.status = 'RUNNING'",
+        f"tags.`{DRIVER_TAG}` LIKE '%:%' and attributes.status = 'RUNNING'",
     )
     for run in running:
-        tracking.TrackedRun(store.client, run.info.run_id).end(
-            tracking.KILLED, {"seedvar.interrupted": "true"}
-        )
+        held_by = run.data.tags[DRIVER_TAG]
+        if held_by == driver or (driver is None and driver_gone(held_by)):
+            tracking.TrackedRun(store.client, run.info.run_id).end(
+                tracking.KILLED, {"seedvar.interrupted": "true"}
+            )

@@ -152,7 +152,7 @@ class SeedJob:
         no copy; a copy across file systems), replacing the view of another recipe."""
         self.output_dir.mkdir(parents=True, exist_ok=True)
         partial = temporary(self.folder)
-        shutil.copytree(entry, partial, copy_function=_link_or_copy)
+        shutil.copytree(entry, partial, copy_function=link_or_copy)
         old = temporary(self.folder)
         if self.folder.exists():
             self.folder.rename(old)
@@ -374,7 +374,7 @@ def _progress(folder: Path) -> tuple[bool, float, float]:
         return False, 0.0, 0.0
 
 
-def _link_or_copy(source: str, target: str) -> None:
+def link_or_copy(source: str, target: str) -> None:
     """A hard link to `source` at `target`, or a copy where links cannot go (another disk)."""
     try:
         os.link(source, target)

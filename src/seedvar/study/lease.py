@@ -14,10 +14,27 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from seedvar.errors import SeedvarError
+from seedvar.processes import stat
+
+DRIVER_TAG = "seedvar.driver"  # on every seed run: the driver that runs it (see `driver_id`)
 
 
 class DriverRunning(SeedvarError):
     """Another driver works on the same study right now."""
+
+
+def driver_id(pid: int | None = None) -> str:
+    """`host:pid:start` of a process (this one by default): names it beyond its pid's reuse."""
+    pid = pid or os.getpid()
+    fields = stat(pid)
+    return f"{socket.gethostname()}:{pid}:{fields[19] if fields else '?'}"
+
+
+def driver_gone(driver: str) -> bool:
+    """Whether the driver named `driver` (a `driver_id`) is known to be gone: it ran on this
+    host, and no process with its pid and start runs here now."""
+    host, pid, _ = driver.rsplit(":", 2)
+    return host == socket.gethostname() and driver_id(int(pid)) != driver
 
 
 @contextmanager

@@ -1,0 +1,76 @@
+"""The driver's own decisions, in one process without Ray (`ray.cpus_per_seed` set to the
+machine, so the seeds train one after another here): a seed's failure is that seed's, a passing
+error is tried again, the status line, and the command a message names."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from seedvar import cli
+from seedvar.config import load_config
+from seedvar.scale import launch as launching
+from seedvar.scale.protocol import SeedTask, TaskKey
+from seedvar.scale.scheduler import InProcess
+from seedvar.study import seed as seed_module
+from tests.conftest import seed_runs
+
+ONE_AT_A_TIME = f"ray.cpus_per_seed={len(os.sched_getaffinity(0))}"
+
+
+def study(*settings: str):  # noqa: ANN201
+    return load_config(None, ["seeds=[0, 1, 2]", ONE_AT_A_TIME, *settings], profile="smoke")
+
+
+@pytest.mark.slow
+def test_one_seeds_own_failure_fails_only_that_seed_and_a_passing_error_is_retried(
+    study_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    real, calls = seed_module.run_seed, []
+
+    def flaky(config, *args, **kwargs):  # noqa: ANN001, ANN202
+        calls.append(config.train.seed)
+        if config.train.seed == 1:  # what no input could cause: this seed's own trouble
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        if config.train.seed == 2 and calls.count(2) == 1:  # once: a store locked too long
+            raise sqlite3.OperationalError("database is locked")
+        return real(config, *args, **kwargs)
+
+    monkeypatch.setattr(seed_module, "run_seed", flaky)
+    report = launching.launch(study(), echo=print)
+    assert report.finished == [0, 2] and list(report.failed) == [1] and report.not_run == []
+    assert report.failed[1].error == "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert {key: list(map(str, why)) for key, why in report.retried.items()} == {2: ["transient"]}
+    assert sorted(p.name for p in Path("runs").iterdir()) == ["seed-0", "seed-2"]  # published
+    assert sorted(run.info.status for run in seed_runs(Path.cwd())) == ["FINISHED"] * 2
+
+
+def test_the_status_line_gives_the_time_so_far_and_an_estimate_of_the_time_left():
+    scheduler = InProcess(study().ray, 1, print)
+    for seed in (2, 3):
+        scheduler.submit(SeedTask(TaskKey(seed), study(), ".", "."))
+    report = launching.LaunchReport(finished=[0, 1])
+    line = launching._status(scheduler, report, 4, elapsed=600.0)
+    assert "2/4 finished, 0 running, 2 waiting, 0 failed; 10 min so far" in line
+    assert line.endswith("about 10 min left")  # half done in 10 minutes
+
+
+@pytest.mark.parametrize(
+    ("environment", "command"),
+    [
+        ({"MAKELEVEL": "1", "MAKEFLAGS": " -- PROFILE=cpu"}, "make study PROFILE=cpu"),
+        ({"DVC_STAGE": "train", "DVC_EXP_NAME": "tidy-cats"}, "dvc exp run"),
+        ({"DVC_STAGE": "train"}, "dvc repro"),
+        ({}, "seedvar launch"),
+    ],
+)
+def test_messages_name_the_command_the_user_ran(monkeypatch, environment, command):
+    for name in ("MAKELEVEL", "MAKEFLAGS", "DVC_STAGE", "DVC_EXP_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("sys.argv", ["seedvar", "train"])
+    assert cli.user_command() == command
