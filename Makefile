@@ -7,7 +7,7 @@ VENV    ?= .venv
 LOCK    ?= $(if $(shell command -v nvidia-smi),gpu,cpu)
 PROFILE ?=
 PYTEST_ARGS ?=
-PYTEST_WORKERS ?= 0
+PYTEST_WORKERS ?= 2
 DVC     ?= dvc
 # where `make lock` finds the CPU build of torch (this machine: PIP_FIND_LINKS, /opt/wheels)
 TORCH_CPU_WHEELS ?= $(or $(PIP_FIND_LINKS),https://download.pytorch.org/whl/cpu/torch/)
@@ -29,7 +29,7 @@ else
 	$(DVC) repro
 endif
 
-test: $(STAMP)  ## lint, format and type checks, docs build (if mkdocs.yml), pytest (PYTEST_ARGS='-m "not slow"'; PYTEST_WORKERS=2: on 2 workers)
+test: $(STAMP)  ## lint, format and type checks, docs build (if mkdocs.yml), pytest (PYTEST_ARGS='-m "not slow"'; PYTEST_WORKERS=0: in one process)
 	ruff check .
 	ruff format --check .
 	mypy

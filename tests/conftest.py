@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from glob import glob
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,7 @@ STUDY = 600  # a command that trains: a smoke seed, a smoke `dvc repro`, a smoke
 # loadfile`), and starting these first lets the two finish together. Tests keep their order in
 # a module.
 LONGEST_FIRST = [
+    "test_interruptions.py",
     "test_pipeline.py",
     "test_ray.py",
     "test_sweep.py",
@@ -37,6 +40,7 @@ LONGEST_FIRST = [
     "test_dvc.py",
     "test_safety.py",
     "test_readme.py",
+    "test_tracking_store.py",
 ]
 
 
@@ -205,6 +209,17 @@ def seed_runs(project: Path, seed: int | None = None) -> list:
     experiment = client.get_experiment_by_name("seedvar").experiment_id
     runs = client.search_runs([experiment], "tags.`seedvar.role` = 'seed'")
     return [run for run in runs if seed is None or seed_name(run) == f"seed-{seed}"]
+
+
+def training_now(project: Path) -> bool:
+    """Whether a seed of the project's study is training now (its progress.json says so)."""
+    for path in map(Path, glob(f"{project}/.seedvar/runs/seed-*.partial.*/progress.json")):
+        try:
+            if json.loads(path.read_text())["phase"] == "training":
+                return True
+        except (OSError, ValueError, KeyError):
+            continue
+    return False
 
 
 def seed_name(run) -> str:  # noqa: ANN001

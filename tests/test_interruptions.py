@@ -30,6 +30,7 @@ from tests.conftest import (
     run_command,
     run_ok,
     seed_runs,
+    training_now,
 )
 
 pytestmark = pytest.mark.slow
@@ -88,7 +89,7 @@ def test_an_interrupted_study_loses_nothing_and_leaves_nothing(
         command_line(command), cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     deadline = time.monotonic() + STUDY
-    while not (finished(project, rate) and training(project)):  # mid-study
+    while not (finished(project, rate) and training_now(project)):  # mid-study
         assert started.poll() is None and time.monotonic() < deadline, "finished too soon"
         time.sleep(0.2)
     study = {started.pid: stat(started.pid)[19], **descendants(started.pid)}  # type: ignore[index]
@@ -140,17 +141,6 @@ def finished(project: Path, rate: float) -> dict[int, str]:
             run = json.loads((entry.parent / "run.json").read_text())["run_id"]
             found[int(entry.parent.parent.name.removeprefix("seed-"))] = run
     return found
-
-
-def training(project: Path) -> bool:
-    """Whether a seed is training now (its progress.json says so)."""
-    for path in map(Path, glob(f"{project}/.seedvar/runs/seed-*.partial.*/progress.json")):
-        try:
-            if json.loads(path.read_text())["phase"] == "training":
-                return True
-        except (OSError, ValueError, KeyError):
-            continue
-    return False
 
 
 def left(processes: dict[int, str], within: float) -> list[int]:

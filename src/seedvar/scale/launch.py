@@ -243,7 +243,7 @@ def _status(
     done = len(report.finished) + len(report.failed)
     trained = [p.step / p.total for p in activity.values() if p.total and p.phase == "training"]
     share = done + sum(trained)  # seeds' worth of work done (training steps stand for it)
-    left = f", about {_duration(elapsed * (total - share) / share)} left" if share else ""
+    left = f", about {_duration(elapsed * (total - share) / share)} left" if share >= 0.25 else ""
     return (
         f"[{time.strftime('%H:%M:%S')}] {len(report.finished)}/{total} finished, "
         f"{len(activity)} running{running}, {waiting} waiting, {len(report.failed)} failed; "
