@@ -119,3 +119,14 @@ def test_a_headline_column_the_set_does_not_have_is_refused_when_the_set_is_load
     config = load_config(None, ["diagnostics.hans.headline=[Lexical (nonnent)]"], profile="smoke")
     with pytest.raises(DataError, match=re.escape("'Lexical (nonnent)' is not a column of hans")):
         load_study_sets(config)
+
+
+@pytest.mark.parametrize(
+    "name", ["id", "label", "gold", "predicted", "premise", "hypothesis", "logit_neutral"]
+)
+def test_a_group_named_like_a_column_seedvar_writes_is_refused(name: str):
+    """A group's values are written under its name beside seedvar's own columns: a group
+    called `gold` overwrote the gold labels (every column 0 %)."""
+    message = config_error(f"diagnostics.hans.groups={{{name}: {{column: subcase}}}}")
+    assert f"diagnostics.hans.groups.{name}: '{name}' is a column seedvar writes itself" in message
+    assert f"e.g. by_{name}" in message

@@ -124,7 +124,7 @@ def declaration_problems(
             task_to_diagnostic(task, diagnostic, name)
         except ValueError as error:
             found.append(str(error))
-        found += _group_problems(name, diagnostic)
+        found += _group_problems(name, diagnostic, reserved_names(task))
     return found
 
 
@@ -194,10 +194,24 @@ def _augmentation_problems(
     return found
 
 
-def _group_problems(name: str, diagnostic: Diagnostic) -> list[str]:
+def reserved_names(task: Task) -> set[str]:
+    """The column names seedvar writes into a set's examples and per-example predictions
+    (id, label, the task's text fields, gold, predicted, one logit per task label): a group
+    of a declared set must not take one, or it would overwrite seedvar's own column."""
+    logits = {f"logit_{label}" for label in task.labels}
+    return {"id", "label", "gold", "predicted", *task.text, *logits}
+
+
+def _group_problems(name: str, diagnostic: Diagnostic, reserved: set[str]) -> list[str]:
     found = []
     for group, declared in diagnostic.groups.items():
         where = f"diagnostics.{name}.groups.{group}"
+        if group in reserved:
+            taken = ", ".join(sorted(reserved))
+            found.append(
+                f"{where}: {group!r} is a column seedvar writes itself ({taken}); name the "
+                f"group otherwise, e.g. by_{group}"
+            )
         if declared.within is not None and declared.within not in diagnostic.groups:
             found.append(f"{where}.within: {declared.within!r} is not a group of {name}")
         if declared.within is not None and declared.split is not None:

@@ -20,17 +20,13 @@ other seeds, which read the trial's state while they train, stop too (their runs
 Faults: a seed whose node dies is retried by Ray and resumes; its trial waits for it and is told
 once. A driver that dies leaves its trials RUNNING in the storage: the next `seedvar sweep --ray`
 takes them up again under the same numbers and parameters (finished seeds are reused, the others
-resume), so no trial is lost or counted twice. One driver per sweep: a lease in the study's
-attributes stops a second one while the first is alive.
+resume), so no trial is lost or counted twice. One driver per sweep: its lease (study/lease.py,
+beside the sweep's seeds) stops a second one while the first is alive.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import socket
-import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,13 +39,14 @@ from optuna.trial import TrialState
 from seedvar import tracking
 from seedvar.config import Config
 from seedvar.declared import primary_column
-from seedvar.errors import ConfigError, SeedvarError
+from seedvar.errors import SeedvarError
 from seedvar.project import work_dir_of
 from seedvar.scale.cluster import import_ray, ray_session, seed_resources
 from seedvar.scale.launch import POLL_SECONDS, task_config
 from seedvar.scale.protocol import SeedTask, Status, TaskKey, TaskResult, TrialLink
 from seedvar.scale.scheduler import Scheduler
-from seedvar.sweep.space import drawn, trial_config
+from seedvar.study.lease import lease
+from seedvar.sweep.space import SWEEPS_DIR, drawn, trial_config
 from seedvar.sweep.storage import rdb_storage
 from seedvar.sweep.study import FINISHED, prepare_study, trial_id
 from seedvar.sweep.trial import (
@@ -59,9 +56,6 @@ from seedvar.sweep.trial import (
     seed_tags,
     start_trial_run,
 )
-
-LEASE = "seedvar.ray_driver"
-LEASE_SECONDS = 60.0
 
 
 class SweepFailed(SeedvarError):
@@ -85,48 +79,6 @@ class TrialRun:
         return self.trial.number
 
 
-class Lease:
-    """The right to drive a sweep, renewed while the driver lives (in the study's attributes)."""
-
-    def __init__(self, study: optuna.Study) -> None:
-        self.study = study
-        self.holder = {"id": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid()}
-        self.renewed = 0.0
-
-    def take(self) -> None:
-        held = self.study.user_attrs.get(LEASE) or {}
-        if held.get("id") not in (None, self.holder["id"]) and self._alive(held):
-            raise ConfigError(
-                f"sweep {self.study.study_name!r} is being run by another `seedvar sweep --ray` "
-                f"({held['host']}, pid {held['pid']}); wait for it, or stop it and run this "
-                f"again {LEASE_SECONDS:.0f} s later"
-            )
-        self.renew(now=True)
-
-    def _alive(self, held: dict[str, Any]) -> bool:
-        """Whether the lease's holder may still be driving: it renewed the lease lately and,
-        if it ran on this host, its process is still there."""
-        if time.time() - held["at"] >= LEASE_SECONDS:
-            return False
-        if held["host"] != self.holder["host"]:
-            return True
-        try:
-            os.kill(held["pid"], 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-
-    def renew(self, now: bool = False) -> None:
-        if now or time.monotonic() - self.renewed > LEASE_SECONDS / 4:
-            self.study.set_user_attr(LEASE, {**self.holder, "at": time.time()})
-            self.renewed = time.monotonic()
-
-    def release(self) -> None:
-        self.study.set_user_attr(LEASE, {})
-
-
 def run_sweep_on_ray(base: Config, echo: Callable[[str], None] = print) -> optuna.Study:
     """Run (or resume) the sweep on Ray until `n_trials` trials have completed or been
     pruned; several trials at once, as many as the cluster runs seeds for."""
@@ -136,11 +88,10 @@ def run_sweep_on_ray(base: Config, echo: Callable[[str], None] = print) -> optun
     study = prepare_study(base, storage)
     if len(study.get_trials(states=FINISHED)) >= base.sweep.n_trials:
         return study
-    lease = Lease(study)
-    lease.take()
-    tracking.check_reachable(base)
-    tracking.open_store(base)  # the experiment exists before tasks log to it at once
-    try:
+    keep = work_dir_of(SWEEPS_DIR / base.sweep.study_name)
+    with lease(keep, "sweep", "seedvar sweep --ray"):
+        tracking.check_reachable(base)
+        tracking.open_store(base)  # the experiment exists before tasks log to it at once
         with ray_session(base.ray) as cluster:
             resources = seed_resources(base, cluster)
             k = base.sweep.seeds_per_trial
@@ -152,9 +103,7 @@ def run_sweep_on_ray(base: Config, echo: Callable[[str], None] = print) -> optun
             )
             scheduler = Scheduler(ray, base.ray, resources, echo)
             driver = Driver(base, study, storage, scheduler, echo)
-            driver.run(at_once, lease)
-    finally:
-        lease.release()
+            driver.run(at_once)
     if driver.failures:
         raise SweepFailed(
             f"the sweep stopped: {'; '.join(driver.failures)}; fix the cause and run the same "
@@ -182,12 +131,11 @@ class Driver:
         self.failures: list[str] = []
         self.failed_trials = 0
 
-    def run(self, at_once: int, lease: Lease) -> None:
+    def run(self, at_once: int) -> None:
         for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             self._adopt(frozen)
         try:
             while True:
-                lease.renew()
                 self._ask(at_once)
                 if not self.active and not self.waiting:
                     return
