@@ -8,7 +8,7 @@ import re
 import pytest
 
 from seedvar.config import load_config
-from seedvar.data.sets import load_study_sets
+from seedvar.data.sets import load_evaluation_sets, load_study_sets
 from seedvar.declared import task_to_diagnostic
 from seedvar.errors import ConfigError, DataError
 
@@ -130,3 +130,11 @@ def test_a_group_named_like_a_column_seedvar_writes_is_refused(name: str):
     message = config_error(f"diagnostics.hans.groups={{{name}: {{column: subcase}}}}")
     assert f"diagnostics.hans.groups.{name}: '{name}' is a column seedvar writes itself" in message
     assert f"e.g. by_{name}" in message
+
+
+def test_a_sets_fields_are_merged_over_the_tasks():
+    """A set that maps only its label column keeps the task's text and id columns (it used
+    to replace them: `prepare` then failed with a traceback, KeyError: 'label')."""
+    whole = load_evaluation_sets(load_config(None, profile="smoke"))[1]["hans"]
+    config = load_config(None, ["diagnostics.hans.fields={label: [label]}"], profile="smoke")
+    assert load_evaluation_sets(config)[1]["hans"].equals(whole)

@@ -11,7 +11,7 @@ import pandas as pd
 from seedvar.config import Config
 from seedvar.data.io import fingerprint, subsample
 from seedvar.data.sources import canonical, check_groups, read_source
-from seedvar.declared import Diagnostic
+from seedvar.declared import Diagnostic, Task
 from seedvar.errors import DataError
 from seedvar.metrics import diagnostic_columns
 
@@ -69,12 +69,18 @@ def load_evaluation_sets(
     for name, diagnostic in config.diagnostics.items():
         frame, origin = read_source(diagnostic.source, downloads)
         groups = {group: declared.optional for group, declared in diagnostic.groups.items()}
-        fields = diagnostic.fields or task.fields
+        fields = merged_fields(task, diagnostic.fields)
         whole[name] = canonical(frame, fields, task.text, diagnostic.labels, origin, groups)
         check_groups(whole[name], diagnostic, origin)
         check_headline(whole[name], diagnostic, name)
         evaluation[name] = subsample(whole[name], data.max_eval_examples, diagnostic.stratify)
     return evaluation, whole
+
+
+def merged_fields(task: Task, fields: dict[str, list[str]] | None) -> dict[str, list[str]]:
+    """A set's `fields` over the task's: a field the set maps is its own, any other is the
+    task's (a set that names only its label column keeps the task's text columns)."""
+    return {**task.fields, **(fields or {})}
 
 
 def load_task_set(
@@ -83,7 +89,7 @@ def load_task_set(
     """One set of the task (its labels and text fields), from `source`, in canonical form."""
     task = config.task
     frame, origin = read_source(source, Path(config.data.cache_dir) / "downloads")
-    fields = fields or task.fields
+    fields = merged_fields(task, fields)
     return canonical(frame, fields, task.text, task.labels, origin, None, task.drop_labels)
 
 
@@ -106,7 +112,7 @@ def augmentation(config: Config, diagnostics: dict[str, pd.DataFrame]) -> pd.Dat
     assert declared is not None  # the config's checks: augment_examples needs an augmentation
     frame, origin = read_source(declared.source, Path(config.data.cache_dir) / "downloads")
     groups = {declared.stratify: False} if declared.stratify else None
-    fields = declared.fields or task.fields
+    fields = merged_fields(task, declared.fields)
     examples = canonical(frame, fields, task.text, declared.labels, origin, groups)
     chosen = subsample(examples, config.data.augment_examples, stratify=declared.stratify)
     if declared.disjoint_from:

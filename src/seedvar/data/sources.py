@@ -56,7 +56,7 @@ def canonical(
             f"{origin}: no column for {', '.join(missing)} (tried {tried}); found "
             f"{', '.join(map(str, frame.columns))}: add the column's name to the set's fields"
         )
-    label_column = column["label"] or "label"
+    label_column = column.get("label") or "label"
     if drop_labels:
         frame = frame[~frame[label_column].astype(str).str.strip().isin(drop_labels)]
     if frame.empty:
