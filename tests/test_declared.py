@@ -138,3 +138,15 @@ def test_a_sets_fields_are_merged_over_the_tasks():
     whole = load_evaluation_sets(load_config(None, profile="smoke"))[1]["hans"]
     config = load_config(None, ["diagnostics.hans.fields={label: [label]}"], profile="smoke")
     assert load_evaluation_sets(config)[1]["hans"].equals(whole)
+
+
+def test_each_set_may_have_its_own_size_limit():
+    config = load_config(
+        None,
+        ["diagnostics.hans.max_examples=60", "task.evaluation.mnli_matched.max_examples=50"],
+        profile="smoke",
+    )
+    evaluation = load_evaluation_sets(config)[0]
+    sizes = {name: len(frame) for name, frame in evaluation.items()}
+    assert sizes == {"mnli_matched": 50, "mnli_mismatched": 300, "hans": 60}  # else 300 each
+    assert evaluation["hans"]["subcase"].value_counts().eq(2).all()  # still even: 30 x 2

@@ -365,13 +365,18 @@ def _recipe_of(section: BaseModel, per_seed: bool, prefix: str = "") -> dict[str
 
 
 def _plain(value: Any) -> Any:
-    """A declaration as a mapping, without its fields outside the recipe."""
+    """A declaration as a mapping, without its fields outside the recipe (and those in it
+    only when set, while unset)."""
     if not isinstance(value, BaseModel):
         return value
+    place = {
+        name: (field.json_schema_extra or {}).get("recipe")  # type: ignore[union-attr]
+        for name, field in type(value).model_fields.items()
+    }
     outside = {
         name
-        for name, field in type(value).model_fields.items()
-        if (field.json_schema_extra or {}).get("recipe") == "no"  # type: ignore[union-attr]
+        for name, where in place.items()
+        if where == "no" or (where == "if set" and getattr(value, name) is None)
     }
     return value.model_dump(exclude=outside)
 

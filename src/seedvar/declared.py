@@ -15,6 +15,10 @@ from seedvar.sections import Section
 Fields = dict[str, list[str]]  # canonical field -> the source columns tried for it, in order
 
 
+# a per-set size limit; in a recipe only when set, so that recipes without one keep their hash
+LIMIT = Field(default=None, gt=0, json_schema_extra={"recipe": "if set"})
+
+
 class InDistribution(Section):
     """One in-distribution evaluation set of the task: one accuracy column."""
 
@@ -22,7 +26,8 @@ class InDistribution(Section):
     column: str | None = None  # its seeds-table column; default "<name> accuracy"
     key: str | None = None  # its MLflow key; default "<name>/accuracy"
     headline: StrictBool = False  # compared with the diagnostic sets in the verdict
-    fields: Fields | None = None  # default: the task's
+    fields: Fields | None = None  # merged over the task's
+    max_examples: StrictInt | None = LIMIT  # default: data.max_eval_examples
 
 
 class Augmentation(Section):
@@ -78,12 +83,13 @@ class Diagnostic(Section):
     source: str
     labels: list[str] = Field(min_length=1)  # in the order of its integer labels
     collapse: dict[str, list[str]] = {}  # its label <- the task labels predicted as it
-    fields: Fields | None = None  # default: the task's
+    fields: Fields | None = None  # merged over the task's
+    max_examples: StrictInt | None = LIMIT  # default: data.max_eval_examples
     overall: Overall = Overall()
     groups: dict[str, Group] = {}
     headline: list[str] = Field(min_length=1)  # the columns the verdict tests
     highlight: list[str] = []  # columns shown beside the headline, not tested
-    stratify: str | None = None  # the group to subsample evenly over (data.max_eval_examples)
+    stratify: str | None = None  # the group to subsample evenly over (max_examples)
     # groups its examples were generated in, finest first: the evaluation noise resamples the
     # first one the set has values of as units (HANS: templates), else single examples
     clusters: list[str] = Field(default=[], json_schema_extra={"recipe": "no"})  # analysis only

@@ -65,7 +65,10 @@ def load_evaluation_sets(
         name: load_task_set(config, declared.source, declared.fields)
         for name, declared in task.evaluation.items()
     }
-    evaluation = {name: subsample(f, data.max_eval_examples) for name, f in whole.items()}
+    evaluation = {
+        name: subsample(frame, task.evaluation[name].max_examples or data.max_eval_examples)
+        for name, frame in whole.items()
+    }
     for name, diagnostic in config.diagnostics.items():
         frame, origin = read_source(diagnostic.source, downloads)
         groups = {group: declared.optional for group, declared in diagnostic.groups.items()}
@@ -73,7 +76,8 @@ def load_evaluation_sets(
         whole[name] = canonical(frame, fields, task.text, diagnostic.labels, origin, groups)
         check_groups(whole[name], diagnostic, origin)
         check_headline(whole[name], diagnostic, name)
-        evaluation[name] = subsample(whole[name], data.max_eval_examples, diagnostic.stratify)
+        limit = diagnostic.max_examples or data.max_eval_examples
+        evaluation[name] = subsample(whole[name], limit, diagnostic.stratify)
     return evaluation, whole
 
 
