@@ -4,17 +4,23 @@ error is tried again, the status line, and the command a message names."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+import threading
+import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from seedvar import cli
 from seedvar.config import load_config
+from seedvar.progress import Progress
 from seedvar.scale import launch as launching
-from seedvar.scale.protocol import SeedTask, TaskKey
-from seedvar.scale.scheduler import InProcess
+from seedvar.scale.cluster import SeedResources
+from seedvar.scale.protocol import Cause, SeedTask, TaskKey
+from seedvar.scale.scheduler import InProcess, Scheduler
 from seedvar.study import seed as seed_module
 from tests.conftest import seed_runs
 
@@ -74,3 +80,34 @@ def test_messages_name_the_command_the_user_ran(monkeypatch, environment, comman
         monkeypatch.setenv(name, value)
     monkeypatch.setattr("sys.argv", ["seedvar", "train"])
     assert cli.user_command() == command
+
+
+def _stuck(task: SeedTask) -> None:
+    """A seed task whose training loop is blocked in a system call while another of its
+    threads runs on (what a heartbeat thread would do, and a hung DataLoader looks like)."""
+    threading.Thread(target=lambda: [time.sleep(0.1) for _ in iter(int, 1)], daemon=True).start()
+    time.sleep(3600)
+
+
+@pytest.mark.slow
+def test_a_seed_whose_batches_stand_still_is_stalled_though_its_threads_run(tmp_path: Path):
+    ray = pytest.importorskip("ray", reason="pip install -e '.[ray]'")
+    ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="ERROR")
+    try:
+        config = study("ray.stall_seconds=2")
+        said: list[str] = []
+        scheduler = Scheduler(ray, config.ray, SeedResources(1, 0), said.append)
+        scheduler.remote = ray.remote(_stuck)
+        scheduler.submit(SeedTask(TaskKey(0), config, str(tmp_path), str(tmp_path)))
+        work = tmp_path / "seed-0.partial.attempt"  # its progress: one batch, then nothing
+        work.mkdir()
+        progress = Progress("attempt", 1, "training", step=1, total=100, batches=1)
+        (work / "progress.json").write_text(json.dumps(asdict(progress)))
+        deadline = time.monotonic() + 60
+        while not scheduler.retried:
+            assert not scheduler.wait(0.5) and time.monotonic() < deadline
+        assert scheduler.retried == {TaskKey(0): [Cause.STALLED]}
+        assert "has not finished a batch for" in said[0] and "cancelled" in said[0]
+        scheduler.cancel_all()
+    finally:
+        ray.shutdown()
