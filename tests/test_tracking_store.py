@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from seedvar.config import load_config
-from seedvar.tracking import tracking_uri
+from seedvar.tracking import open_store, tracking_uri
 from tests.conftest import STUDY, run_command, seed_name, seed_runs, training_now
 
 LONGER = ["--set", "data.max_train_examples=800", "--set", "train.epochs=2"]
@@ -26,8 +26,10 @@ def test_the_default_store_is_at_the_project_root_in_write_ahead_mode(tmp_path, 
     monkeypatch.chdir(temporary)  # where `dvc exp run --temp` runs the stage
     monkeypatch.setenv("DVC_ROOT", str(workspace))  # what DVC says the workspace is
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    uri = tracking_uri(load_config(None, profile="smoke").tracking)
-    assert uri == f"sqlite:///{workspace}/mlruns/mlflow.db"
+    config = load_config(None, profile="smoke")
+    assert tracking_uri(config.tracking) == f"sqlite:///{workspace}/mlruns/mlflow.db"
+    assert not (workspace / "mlruns").exists()  # asking for the URI writes nothing
+    open_store(config)
     with sqlite3.connect(workspace / "mlruns" / "mlflow.db") as database:
         assert database.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 

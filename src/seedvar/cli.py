@@ -160,6 +160,7 @@ def _train(args: argparse.Namespace) -> int:
     from seedvar.study.adopt import adopt
     from seedvar.study.job import SeedJob
     from seedvar.study.lease import DRIVER_TAG, driver_id, lease
+    from seedvar.tracking import check_reachable
 
     job = SeedJob.of(config)
     command = f"seedvar train --seed {config.train.seed}"
@@ -175,6 +176,7 @@ def _train(args: argparse.Namespace) -> int:
         stop_with_starters()
         if_finished: IfFinished = "replace" if args.force else "reuse" if args.reuse else "refuse"
         try:
+            check_reachable(config)  # before any work, and before asking the store anything
             end_orphaned(config)
             tags = {DRIVER_TAG: driver_id()}
             result = run_seed(config, if_finished, prepared=args.prepared, run_tags=tags)

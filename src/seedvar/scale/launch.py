@@ -264,6 +264,9 @@ def end_orphaned(config: Config, driver: str | None = None) -> None:
     `driver` (this driver's cancelled tasks), else those of every driver on this host that
     is gone (killed with SIGKILL, which leaves no chance to end them). An attempt that
     resumes such a seed continues its run."""
+    database = tracking.sqlite_file(tracking.tracking_uri(config.tracking))
+    if database is not None and not database.is_file():
+        return  # a new store: nothing to end
     store = tracking.open_store(config)
     running = store.client.search_runs(
         [store.experiment_id],

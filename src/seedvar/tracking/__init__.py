@@ -26,6 +26,7 @@ from seedvar.tracking.store import (
     check_reachable,
     open_store,
     runs_table_url,
+    sqlite_file,
     tracking_uri,
     ui_command,
 )

@@ -46,9 +46,12 @@ def tracking_uri(tracking: TrackingConfig) -> str:
     uri = tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         uri = f"sqlite:///{project_root() / uri.removeprefix('sqlite:///')}"
-    if uri.startswith("sqlite:////"):
-        write_ahead(Path(uri.removeprefix("sqlite:///")))
     return uri
+
+
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a SQLite store's URI (None for other stores)."""
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:////") else None
 
 
 @cache
@@ -78,8 +81,12 @@ def check_reachable(config: Config) -> None:
 
 
 def open_store(config: Config) -> Store:
-    """The configured store, with the study's experiment created if new."""
-    client = MlflowClient(tracking_uri(config.tracking))
+    """The configured store, with the study's experiment created if new (a new SQLite store
+    in write-ahead-log mode)."""
+    uri = tracking_uri(config.tracking)
+    if (database := sqlite_file(uri)) is not None:
+        write_ahead(database)
+    client = MlflowClient(uri)
     return Store(client, experiment_id(client, config.tracking.experiment))
 
 
