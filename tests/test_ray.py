@@ -183,11 +183,16 @@ def test_launch_trains_each_seed_once_and_dvc_repro_then_trains_nothing(cluster,
     run_ok(*seedvar("launch", *on(cluster), "--report", str(again)), cwd=project)
     assert launch_report(again)["already"] == SEEDS and launch_report(again)["finished"] == []
 
-    files = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in project.glob("runs/seed-*/**/*")}
+    files = {
+        p: (p.stat().st_mtime_ns, p.stat().st_size)
+        for p in project.glob("runs/seed-*/**/*")
+        if p.is_file()
+    }
     runs_before = {run.info.run_id for run in seed_runs(project)}
-    run_ok("dvc", "repro", cwd=project)
+    reproduced = run_ok("dvc", "repro", cwd=project)
+    assert "all 3 seeds are finished in runs" in reproduced  # the stage publishes, trains none
     assert {run.info.run_id for run in seed_runs(project)} == runs_before  # no new seed run
-    assert {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in files} == files  # untouched
+    assert {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in files} == files  # the same files
     assert pd.read_csv(project / "results" / "seeds.csv")["seed"].tolist() == SEEDS
     assert (project / "report" / "report.md").is_file()
 
@@ -310,7 +315,7 @@ def test_a_sweep_runs_trials_at_once_and_survives_its_driver_being_killed(
     settings = on(cluster, *SWEEP, f"sweep.storage={postgres_url}", "sweep.pruner=none")
     command = seedvar("sweep", "--ray", "--profile", "smoke", *settings)
     first = spawn(command, stdout=subprocess.PIPE, text=True)
-    wait_for(lambda: bool(list(Path("sweeps").glob("seedvar-sweep/*/seed-*.partial.*"))), first)
+    wait_for(lambda: bool(list(Path(".seedvar/sweeps").glob("seedvar-sweep/*/seed-*.partial.*"))), first)
     os.killpg(first.pid, signal.SIGKILL)  # the driver dies; Ray stops its tasks
     first.wait(timeout=QUICK)
     resumed = run_command(command, timeout=STUDY)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -20,8 +22,8 @@ LINK = link_or_copy  # files are linked into the keep, not copied
 
 def adopt(job: SeedJob, config: Config) -> Path | None:
     """Keep the seed of `config`'s recipe that output_dir shows, or that DVC recorded there
-    (dvc.lock and the DVC cache, in a DVC repository), when the keep lacks it; where it is
-    kept now, or None."""
+    (the workspace's or the last commit's dvc.lock, and the DVC cache, in a DVC repository),
+    when the keep lacks it; where it is kept now, or None."""
     view = job.folder
     if (view / METRICS).is_file():
         recipe = _recipe(config, (view / CONFIG).read_text(), str(view / CONFIG))
@@ -35,14 +37,19 @@ def adopt(job: SeedJob, config: Config) -> Path | None:
     from dvc.api import DVCFileSystem
 
     path = view.as_posix()
-    try:
-        fs = DVCFileSystem(".")
-        recipe = _recipe(config, fs.read_text(f"{path}/{CONFIG}"), f"{path}/{CONFIG} (DVC)")
-        if recipe is None or not fs.exists(f"{path}/{METRICS}"):
-            return None
-        return _keep(job, recipe, lambda partial: fs.get(path, str(partial), recursive=True))
-    except OSError:  # not recorded by DVC, or not in its cache (not pulled)
-        return None
+    for rev in (None, "HEAD"):  # as the workspace's dvc.lock records it, else the last commit
+        try:
+            fs = DVCFileSystem(".", rev=rev)
+            recipe = _recipe(config, fs.read_text(f"{path}/{CONFIG}"), f"{path}/{CONFIG} (DVC)")
+            if recipe is not None and fs.exists(f"{path}/{METRICS}"):
+                return _keep(job, recipe, partial(_get, fs, path))
+        except Exception:  # noqa: BLE001 (DVC's own: not recorded, not pulled, no commit)
+            continue
+    return None
+
+
+def _get(fs: Any, path: str, into: Path) -> None:
+    fs.get(path, str(into), recursive=True)
 
 
 def _recipe(config: Config, text: str, source: str) -> str | None:
