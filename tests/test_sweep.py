@@ -161,7 +161,7 @@ def test_ctrl_c_fails_the_trial_for_a_retry_and_ends_its_runs_killed(study_dir: 
     sweep.send_signal(signal.SIGINT)
     assert sweep.wait(timeout=QUICK) == 130
     last_line = Path("sweep.err").read_text().strip().splitlines()[-1]
-    assert last_line == "seedvar sweep: interrupted; run the same command to resume"
+    assert last_line == "seedvar: interrupted; run the same command again to resume"
     study = optuna.load_study(study_name="seedvar-sweep", storage=STORAGE)
     (failed,) = study.trials[:1]
     assert failed.state.name == "FAIL"
