@@ -315,7 +315,8 @@ def test_a_sweep_runs_trials_at_once_and_survives_its_driver_being_killed(
     settings = on(cluster, *SWEEP, f"sweep.storage={postgres_url}", "sweep.pruner=none")
     command = seedvar("sweep", "--ray", "--profile", "smoke", *settings)
     first = spawn(command, stdout=subprocess.PIPE, text=True)
-    wait_for(lambda: bool(list(Path(".seedvar/sweeps").glob("seedvar-sweep/*/seed-*.partial.*"))), first)
+    work = Path(".seedvar/sweeps/seedvar-sweep")
+    wait_for(lambda: bool(list(work.glob("*/seed-*.partial.*"))), first)
     os.killpg(first.pid, signal.SIGKILL)  # the driver dies; Ray stops its tasks
     first.wait(timeout=QUICK)
     resumed = run_command(command, timeout=STUDY)
