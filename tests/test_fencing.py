@@ -113,7 +113,7 @@ def owner(folder: Path) -> str | None:
 
 
 def checkpoint_step(pattern: str) -> int:
-    found = list(Path("runs").glob(pattern))
+    found = list(Path(".seedvar/runs").glob(pattern))
     try:
         return torch.load(found[0], map_location="cpu", weights_only=False)["global_step"]
     except (IndexError, OSError, RuntimeError, EOFError):
