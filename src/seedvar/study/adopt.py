@@ -15,9 +15,7 @@ import yaml
 
 from seedvar.config import Config, validate
 from seedvar.files import temporary
-from seedvar.study.job import CONFIG, METRICS, SeedJob, link_or_copy
-
-LINK = link_or_copy  # files are linked into the keep, not copied
+from seedvar.study.job import CONFIG, METRICS, SeedJob, link_or_copy, trained_as
 
 
 def adopt(job: SeedJob, config: Config) -> Path | None:
@@ -55,14 +53,14 @@ def _get(fs: Any, path: str, into: Path) -> None:
 def _recipe(config: Config, text: str, source: str) -> str | None:
     """The trained recipe's hash if `text` (a seed's config.yaml) is `config`'s recipe."""
     trained = validate(yaml.safe_load(text), source)
-    return trained.hash() if trained.hash() == config.with_precisions_of(trained).hash() else None
+    return trained.hash() if trained_as(trained, config) else None
 
 
 def _keep(job: SeedJob, recipe: str, fill: Callable[[Path], object]) -> Path:
     """Fill a new folder of the keep with the seed of `recipe`, moved into place at once."""
     entry = job.recipes / recipe
-    partial = temporary(entry)
+    staging = temporary(entry)
     entry.parent.mkdir(parents=True, exist_ok=True)
-    fill(partial)
-    os.rename(partial, entry)
+    fill(staging)
+    os.rename(staging, entry)
     return entry

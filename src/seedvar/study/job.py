@@ -143,7 +143,7 @@ class SeedJob:
             if "." in entry.name or not (entry / METRICS).is_file():
                 continue  # a replaced seed being removed
             trained = validate(yaml.safe_load((entry / CONFIG).read_text()), str(entry))
-            if trained.hash() == config.with_precisions_of(trained).hash():
+            if trained_as(trained, config):
                 return entry
         return None
 
@@ -372,6 +372,12 @@ def _progress(folder: Path) -> tuple[bool, float, float]:
         return trained, when, (folder / RUN_STATE).stat().st_mtime
     except OSError:  # taken over by another attempt while we looked
         return False, 0.0, 0.0
+
+
+def trained_as(trained: Config, config: Config) -> bool:
+    """Whether a seed trained with `trained` (its recorded config) has `config`'s recipe (an
+    "auto" precision: with what it chose where it was trained)."""
+    return trained.hash() == config.with_precisions_of(trained).hash()
 
 
 def link_or_copy(source: str, target: str) -> None:
