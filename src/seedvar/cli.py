@@ -164,6 +164,7 @@ def _train(args: argparse.Namespace) -> int:
 
     job = SeedJob.of(config)
     command = f"seedvar train --seed {config.train.seed}"
+    job.check_writable()  # before the lease, which writes beside the seeds' work
     with lease(work_dir_of(Path(config.output_dir)), config.study_hash(), command):
         entry = job.stored(config) or adopt(job, config)
         if args.reuse and entry is not None:  # kept as it is, found without loading torch

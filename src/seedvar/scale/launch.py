@@ -113,6 +113,7 @@ def launch(
     config = task_config(config)
     store = work_dir_of(Path(config.output_dir)).resolve()
     record = store / f"ray-{config.study_hash()}.json"  # the local Ray of a killed driver
+    SeedJob(Path(config.output_dir), config.seeds[0], store=store).check_writable()
     with lease(store, config.study_hash(), command):
         end_recorded(record)
         for seed in config.seeds:

@@ -201,7 +201,7 @@ class SeedJob:
     def check_writable(self) -> None:
         """DiskError, before any work, if the output folder (or, while it does not exist yet,
         the folder it will be made in) cannot be written."""
-        for wanted in (self.output_dir, self.kept):
+        for name, wanted in (("output_dir", self.output_dir), ("the work folder", self.kept)):
             folder = wanted
             while not folder.exists() and folder != folder.parent:
                 folder = folder.parent
@@ -210,7 +210,7 @@ class SeedJob:
                     pass
             except OSError as error:
                 raise DiskError(
-                    f"cannot write to {wanted} ({error.strerror or error}); make it writable "
+                    f"cannot write to {name} {wanted} ({error.strerror or error}); make it writable "
                     "or choose another output_dir"
                 ) from None
 
