@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed-$(LOCK)
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(VIRTUAL_ENV)/bin:$(PATH)
 
-.PHONY: help study test lock
+.PHONY: help study test lock docs
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -35,6 +35,9 @@ test: $(STAMP)  ## lint, format and type checks, docs build (if mkdocs.yml), pyt
 	mypy
 	if [ -f mkdocs.yml ]; then NO_MKDOCS_2_WARNING=1 mkdocs build --strict; fi
 	python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+
+docs: $(STAMP)  ## write docs/configuration.md's settings table from defaults.yaml
+	python docs/hooks/config_reference.py
 
 LOCK_FLAGS = pyproject.toml --extra dev --extra offline --extra ray --extra docs \
 	--constraint requirements/torch.txt --generate-hashes --python-version 3.11 \

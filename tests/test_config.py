@@ -8,6 +8,7 @@ import pytest
 
 from seedvar.config import load_config, parse_override
 from seedvar.errors import ConfigError
+from tests.conftest import REPO
 
 
 def test_defaults_are_the_papers_recipe(tmp_path: Path):
@@ -162,3 +163,28 @@ def test_a_given_search_space_replaces_the_default_one():
     space = "sweep.space={learning_rate: {low: 1.0e-4, high: 3.0e-3, log: true}}"
     assert list(load_config(None, [space]).sweep.space) == ["learning_rate"]
     assert "epochs" in load_config(None, []).sweep.space
+
+
+def _config_reference():  # noqa: ANN202 (a module loaded from its file)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "config_reference", REPO / "docs/hooks/config_reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_settings_table_is_the_one_defaults_yaml_gives(tmp_path: Path):
+    hook = _config_reference()
+    page = (REPO / "docs/configuration.md").read_text()
+    defaults = REPO / "src/seedvar/profiles/defaults.yaml"
+    assert hook.current(page, defaults) == page  # else: `make docs`
+    assert "| `train.learning_rate` | `2.0e-05` |" in page
+    changed = tmp_path / "defaults.yaml"
+    changed.write_text(
+        defaults.read_text().replace("learning_rate: 2.0e-05", "learning_rate: 3e-5")
+    )
+    assert hook.current(page, changed) != page  # a changed default makes the table stale

@@ -1,9 +1,12 @@
-"""MkDocs hook: the configuration reference, generated from defaults.yaml at build time.
+"""The configuration reference, generated from defaults.yaml and committed in
+docs/configuration.md, so that a reader of the repository sees it too.
 
-docs/configuration.md holds the marker ``<!-- config-reference -->``. This hook replaces it
-with one table row per setting of ``src/seedvar/profiles/defaults.yaml``: the dotted key, the
-default as written there, and the comment on its line (with the indented comment lines that
-continue it). The settings are thus described in one place, defaults.yaml, never twice.
+docs/configuration.md holds the table between the markers ``<!-- config-reference -->`` and
+``<!-- /config-reference -->``: one row per setting of ``src/seedvar/profiles/defaults.yaml``,
+the dotted key, the default as written there, and the comment on its line (with the indented
+comment lines that continue it). The settings are thus described in one place, defaults.yaml.
+``make docs`` (this file run as a script) writes the table; as an MkDocs hook it stops the
+build when the committed table is not the one defaults.yaml gives.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from typing import Any
 
 import yaml
 
-MARKER = "<!-- config-reference -->"
-DEFAULTS = Path("src/seedvar/profiles/defaults.yaml")  # relative to mkdocs.yml
+BEGIN, END = "<!-- config-reference -->", "<!-- /config-reference -->"
+DEFAULTS = Path("src/seedvar/profiles/defaults.yaml")  # relative to the repository's root
+PAGE = Path("docs/configuration.md")
+_BLOCK = re.compile(re.escape(BEGIN) + r"\n.*?" + re.escape(END), re.DOTALL)
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>\w+):(?P<value>.*?)(?:\s+#\s?(?P<note>.*))?$")
 _MORE = re.compile(r"^ +#\s?(?P<note>.*)$")  # an indented comment line continues the row above
 
@@ -64,9 +69,25 @@ def reference(path: Path) -> str:
     return "\n".join(lines)
 
 
-def on_page_markdown(markdown: str, *, config: Any, **_: Any) -> str:
-    """Replace the marker, where a page has it, with the table made from defaults.yaml."""
-    if MARKER not in markdown:
+def current(page: str, defaults: Path) -> str:
+    """The page's text with the table between the markers made anew from `defaults`."""
+    if not _BLOCK.search(page):
+        raise ValueError(f"{PAGE} has no {BEGIN} ... {END} block")
+    return _BLOCK.sub(lambda _: f"{BEGIN}\n{reference(defaults)}\n{END}", page)
+
+
+def on_page_markdown(markdown: str, *, page: Any, config: Any, **_: Any) -> str:
+    """Stop the build where the committed table is not what defaults.yaml gives."""
+    if page.file.src_uri != PAGE.name:
         return markdown
     root = Path(config["config_file_path"]).parent
-    return markdown.replace(MARKER, reference(root / DEFAULTS))
+    if current(markdown, root / DEFAULTS) != markdown:
+        from mkdocs.exceptions import PluginError
+
+        raise PluginError(f"{PAGE}'s settings table is older than {DEFAULTS}; run `make docs`")
+    return markdown
+
+
+if __name__ == "__main__":
+    PAGE.write_text(current(PAGE.read_text(encoding="utf-8"), DEFAULTS), encoding="utf-8")
+    print(f"{PAGE}: the settings table written from {DEFAULTS}")

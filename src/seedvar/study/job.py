@@ -210,8 +210,8 @@ class SeedJob:
                     pass
             except OSError as error:
                 raise DiskError(
-                    f"cannot write to {name} {wanted} ({error.strerror or error}); make it writable "
-                    "or choose another output_dir"
+                    f"cannot write to {name} {wanted} ({error.strerror or error}); make it "
+                    "writable or choose another output_dir"
                 ) from None
 
     @contextmanager
