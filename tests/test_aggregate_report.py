@@ -97,6 +97,8 @@ def test_aggregate_writes_every_table(results):
     assert hans["n_correct"].tolist() == by_hand.tolist()
     mnli = pd.read_csv(results_dir / "agreement" / "mnli_matched.csv")
     assert len(mnli) == 60 and mnli["n_correct"].between(0, 4).all()
+    mismatched = pd.read_csv(results_dir / "agreement" / "mnli_mismatched.csv")
+    assert len(mismatched) == 60  # every evaluated set, not only the plotted ones
 
     boot = pd.read_csv(results_dir / "multibootstrap.csv")
     assert boot["set"].eq("hans").all() and len(boot) == 1 + 6 + 30  # every HANS column
@@ -174,6 +176,7 @@ def test_report_files_and_one_point_per_seed(results):
     decision = json.loads((results_dir / "verdict.json").read_text())
     assert f"Verdict: {decision['reason']}." in markdown
     assert "Made from the paper study" in markdown and "4 seeds of bert-base-uncased" in markdown
+    assert "evaluated on 60 mnli_matched, 60 mnli_mismatched and 120 hans examples" in markdown
     assert "<th>column</th>" not in page  # no stray header row
     assert "Which seed matters: not measurable here" in markdown  # joint seeds
     assert "Trajectories: the seeds were trained without one" in markdown

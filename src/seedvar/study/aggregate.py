@@ -194,13 +194,13 @@ def prediction_shares(config: Config, table: pd.DataFrame) -> dict[str, list[flo
 def _write_agreement(
     config: Config, runs_dir: Path, results_dir: Path, columns: list[Column]
 ) -> None:
-    """How many seeds got each example right (results/agreement/<set>.csv), for the primary
-    in-distribution set and every diagnostic set; Multi-Bootstrap accuracy and interval of
+    """How many seeds got each example right (results/agreement/<set>.csv), for every
+    in-distribution and diagnostic set; Multi-Bootstrap accuracy and interval of
     every diagnostic column (results/multibootstrap.csv)."""
     folder = results_dir / "agreement"
     folder.mkdir(exist_ok=True)
     rows = []
-    for set_name in (primary_set(config.task), *config.diagnostics):
+    for set_name in (*config.task.evaluation, *config.diagnostics):
         examples, correct = correct_matrix(runs_dir, config.seeds, set_name)
         examples["n_correct"] = agreement(correct)
         examples["n_seeds"] = len(config.seeds)

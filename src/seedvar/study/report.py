@@ -177,7 +177,8 @@ def plot_std(comparison: pd.DataFrame, decision: dict) -> Figure:
 def made_from(config: Config, n_seeds: int, sizes: dict[str, int]) -> str:
     """What the report was made from: profile, model, sizes, code version and date."""
     sources = provenance()
-    evaluated = ", ".join(f"{size:,} {name}" for name, size in sizes.items())
+    counted = [f"{size:,} {name}" for name, size in sizes.items()]
+    evaluated = ", ".join(counted[:-1]) + " and " * (len(counted) > 1) + counted[-1]
     return (
         f"Made from the {config.profile} study ({config.study_hash()}): {n_seeds} seeds of "
         f"{config.model.name} fine-tuned on {config.task.name}, {config.train.epochs} epoch(s) "
@@ -226,8 +227,9 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
     name = config.reference.name if config.reference else ""
     comparison = pd.read_csv(results_dir / "comparison.csv", index_col="column")
     decision = json.loads((results_dir / "verdict.json").read_text())
-    sets = [primary_set(config.task), *config.diagnostics]
-    agreement = {s: pd.read_csv(results_dir / "agreement" / f"{s}.csv") for s in sets}
+    evaluated = [*config.task.evaluation, *config.diagnostics]
+    agreement = {s: pd.read_csv(results_dir / "agreement" / f"{s}.csv") for s in evaluated}
+    plotted = [primary_set(config.task), *config.diagnostics]
     by_set = {
         s: [c for c in multibootstrap_columns(results_dir, s) if not c.endswith("overall")]
         for s in config.diagnostics
@@ -240,7 +242,7 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
         "groups": plot_groups(ours, paper, by_set, name),
         "scatter": plot_scatter(ours, paper, base, headline, name),
         "bias": plot_bias(ours, headline),
-        "agreement": plot_agreement(agreement),
+        "agreement": plot_agreement({s: agreement[s] for s in plotted}),
         "std": plot_std(comparison, decision),
         **further_figures(results_dir, headline),
     }
