@@ -177,6 +177,10 @@ def test_report_files_and_one_point_per_seed(results):
     assert f"Verdict: {decision['reason']}." in markdown
     assert "Made from the paper study" in markdown and "4 seeds of bert-base-uncased" in markdown
     assert "evaluated on 60 mnli_matched, 60 mnli_mismatched and 120 hans examples" in markdown
+    # HANS: every heuristic x label column and every subcase holds one gold label
+    assert "36 of the 37 diagnostic columns hold examples of one gold label" in markdown
+    row = next(line for line in markdown.splitlines() if line.startswith("| Lexical (nonent) "))
+    assert row.split("|")[-2].strip() == "non-entailment"
     assert "<th>column</th>" not in page  # no stray header row
     assert "Which seed matters: not measurable here" in markdown  # joint seeds
     assert "Trajectories: the seeds were trained without one" in markdown

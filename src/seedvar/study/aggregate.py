@@ -14,7 +14,7 @@ import pandas as pd
 
 from seedvar.config import Config
 from seedvar.data.io import read_table
-from seedvar.declared import in_distribution_name, primary_column, primary_set, shown_columns
+from seedvar.declared import in_distribution_name, primary_column, shown_columns
 from seedvar.errors import SeedvarError
 from seedvar.metrics import MAJORITY_SHARE, Column, diagnostic_columns, majority_share_column
 from seedvar.study.analysis import agreement, compare_spread, describe, multibootstrap

@@ -22,7 +22,7 @@ from seedvar.config import Config  # noqa: E402
 from seedvar.data.io import read_table  # noqa: E402
 from seedvar.declared import design_columns, primary_column, primary_set  # noqa: E402
 from seedvar.metrics import bias_free_column, other_labels_column  # noqa: E402
-from seedvar.study.aggregate import as_trained, flat_headline  # noqa: E402
+from seedvar.study.aggregate import as_trained, diagnostic_masks, flat_headline  # noqa: E402
 from seedvar.study.further_report import CAPTIONS as FURTHER  # noqa: E402
 from seedvar.study.further_report import further_figures, further_text  # noqa: E402
 from seedvar.tracking import provenance  # noqa: E402
@@ -219,6 +219,31 @@ def findings(config: Config, comparison: pd.DataFrame, decision: dict, n_seeds: 
     return text
 
 
+def one_label_columns(config: Config, agreement: dict[str, pd.DataFrame]) -> dict[str, str]:
+    """Each diagnostic column with the gold label all its examples have ("" where several)."""
+    found = {}
+    for set_name, diagnostic in config.diagnostics.items():
+        examples = agreement[set_name]
+        for column, mask in diagnostic_masks(config, set_name, examples):
+            golds = examples.loc[mask, "gold"].unique()
+            found[column] = diagnostic.labels[int(golds[0])] if len(golds) == 1 else ""
+    return found
+
+
+def label_caveat(one_label: dict[str, str]) -> str:
+    """What the spread of one-label columns can mean, where there are any."""
+    count = sum(1 for label in one_label.values() if label)
+    if not count:
+        return ""
+    return (
+        f"{count} of the {len(one_label)} diagnostic columns hold examples of one gold "
+        "label (the table's `one gold label`): their spread across seeds includes seeds that "
+        "only answer that label more or less often, which is not a difference in how they "
+        "generalize; the verdict tests such columns by bias-free accuracy, and plot (b2) "
+        "shows which it is."
+    )
+
+
 def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Path]:
     """Draw the four plots (PNG and SVG) and write report.html and report.md."""
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -257,7 +282,11 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
     paragraph = made_from(config, len(ours), sizes) + "\n\n"
     paragraph += findings(config, comparison, decision, len(ours))
     paragraph += "\n\n" + further_text(results_dir, base, headline)
+    one_label = one_label_columns(config, agreement)
+    if caveat := label_caveat(one_label):
+        paragraph += "\n\n" + caveat
     table = _comparison_table(comparison, primary_column(config.task))
+    table["one gold label"] = [one_label.get(column, "") for column in table.index]
     (report_dir / "report.md").write_text(_markdown(paragraph, table, figures, name))
     (report_dir / "report.html").write_text(_html(paragraph, table, figures, report_dir, name))
     return [*written, report_dir / "report.md", report_dir / "report.html"]
