@@ -69,13 +69,13 @@ def command_line(command: str) -> list[str]:
     return command.split()
 
 
-CASES = [  # the command, the signal, and whom it goes to: the command alone or its group
+CASES = [  # the command, the signal, and whom it goes to: the command alone or its group;
+    # each command and each signal once (`make study` runs `dvc exp run`, which runs `seedvar
+    # launch`: a SIGTERM to launch takes the path a SIGTERM through dvc takes)
     ("make study", signal.SIGINT, "group"),  # Ctrl-C in the terminal
-    ("make study", signal.SIGKILL, "command"),
-    ("dvc exp run", signal.SIGKILL, "command"),
+    ("dvc exp run", signal.SIGKILL, "command"),  # dvc dies; its launch is left to itself
     ("dvc repro", signal.SIGTERM, "command"),
-    ("seedvar launch", signal.SIGTERM, "command"),
-    ("seedvar launch", signal.SIGKILL, "command"),
+    ("seedvar launch", signal.SIGKILL, "command"),  # the driver dies; its seeds are left
 ]
 
 
