@@ -45,6 +45,7 @@ def test_the_papers_declaration_has_no_mistakes():
             "task.evaluation.mnli_matched.headline=false",
             "task.evaluation: no set is a headline",
         ),
+        ("task.text=[premise, premise]", "task.text: ['premise', 'premise'] names a field twice"),
     ],
 )
 def test_task_mistakes(override: str, problem: str):
@@ -94,6 +95,32 @@ def test_task_mistakes(override: str, problem: str):
             "(split), not both",
         ),
         ("diagnostics.hans.headline=[]", "diagnostics.hans.headline: List should have at least"),
+        (
+            "diagnostics.hans.collapse={non-entailment: [neutral, contradicton]}",
+            "(entailment, neutral, contradiction); did you mean 'contradiction'?",
+        ),
+        (
+            "diagnostics.hans.collapse={non-entailmnt: [neutral, contradiction]}",
+            "'non-entailmnt' is not a label of hans (entailment, non-entailment); did you mean "
+            "'non-entailment'?",
+        ),
+        (  # the labels of a new set, spelt otherwise than the task's: not "collapse them"
+            "diagnostics.snli={source: data/offline/snli/validation.parquet, labels: "
+            "[entailment, neutral, contradicton], headline: [snli overall]}",
+            "diagnostics.snli.labels: 'contradicton' is not a label of the task MNLI (entailment, "
+            "neutral, contradiction); did you mean 'contradiction'?",
+        ),
+        (
+            "diagnostics.hans.groups.heuristic.by_label={entailment: e, non-entailmnt: n}",
+            "by_label: non-entailmnt not a label of hans (entailment, non-entailment); did you "
+            "mean 'non-entailment'?",
+        ),
+        (
+            "task.augmentation.to_task={entailment: entailment, non-entailment: neutrl}",
+            "task.augmentation.to_task: non-entailment: neutrl maps a label of ['entailment', "
+            "'non-entailment'] onto one of ['entailment', 'neutral', 'contradiction']; fix the "
+            "names; did you mean 'neutral'?",
+        ),
         (
             "diagnostics.mnli_matched={source: x.parquet, labels: [entailment, neutral, "
             "contradiction], headline: [x]}",
@@ -150,3 +177,59 @@ def test_each_set_may_have_its_own_size_limit():
     sizes = {name: len(frame) for name, frame in evaluation.items()}
     assert sizes == {"mnli_matched": 50, "mnli_mismatched": 300, "hans": 60}  # else 300 each
     assert evaluation["hans"]["subcase"].value_counts().eq(2).all()  # still even: 30 x 2
+
+
+def test_a_disabled_augmentation_is_not_checked_against_the_diagnostic_sets():
+    """The demo's augmentation (data.augment_examples: 0) names hans (disjoint_from): dropping
+    hans was refused for a set that draws no pair."""
+    snli = "{source: data/offline/snli/validation.parquet, labels: [entailment, neutral, "
+    snli += "contradiction], headline: [snli overall]}"
+    without_hans = ["diagnostics.hans=null", f"diagnostics.snli={snli}"]
+    assert list(load_config(None, without_hans, profile="demo").diagnostics) == ["snli"]
+    with pytest.raises(ConfigError, match="disjoint_from: 'hans' is not a diagnostic set"):
+        load_config(None, [*without_hans, "data.augment_examples=100"], profile="demo")
+
+
+@pytest.mark.parametrize("name", ["id", "label", "gold", "predicted", "logit_neutral"])
+def test_a_text_field_named_like_a_column_seedvar_writes_is_refused(name: str):
+    """A text field named `gold` was written over by the gold labels (or over them)."""
+    message = config_error(f"task.text=[premise, {name}]", f"task.fields.{name}=[hypothesis]")
+    assert f"task.text: '{name}' is a column seedvar writes itself" in message
+    assert f"e.g. {name}_text, and map it in task.fields" in message
+
+
+@pytest.mark.parametrize("name", ["train", "validation"])
+def test_a_set_named_like_one_seedvar_names_is_refused(name: str):
+    source = "source: data/offline/mnli/validation_matched.parquet"
+    message = config_error(f"task.evaluation.{name}={{{source}}}")
+    assert f"task.evaluation.{name}: '{name}' is a set seedvar names itself" in message
+    assert f"e.g. {name}_set" in message
+    labels = "labels: [entailment, neutral, contradiction], headline: [x]"
+    message = config_error(f"diagnostics.{name}={{{source}, {labels}}}")
+    assert f"diagnostics.{name}: the name is taken (seedvar's); name the set otherwise" in message
+    assert f"e.g. {name}_diagnostic" in message
+
+
+@pytest.mark.parametrize(
+    ("template", "problem"),
+    [
+        (
+            "{valeu}",
+            "{valeu} is not a placeholder of a group's columns (set, group, value, name, "
+            "name_lower, parent); did you mean 'value'?",
+        ),
+        (
+            "{label}",
+            "{label} is not a placeholder of a group's columns (set, group, value, name, "
+            "name_lower, parent); {label} needs by_label",
+        ),
+        ("{0}", "{0} is not a placeholder of a group's columns"),
+        ("{value", "'{value' is not a template (expected '}' before end of string)"),
+    ],
+)
+def test_a_column_template_names_only_seedvars_placeholders(template: str, problem: str):
+    """A template with another placeholder passed the config and stopped the load with a
+    traceback (KeyError)."""
+    for setting in ("column", "key"):
+        message = config_error(f'diagnostics.hans.groups.subcase.{setting}="{template}"')
+        assert f"diagnostics.hans.groups.subcase.{setting}: {problem}" in message
