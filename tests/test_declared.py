@@ -4,13 +4,28 @@ load_config, before any data is read."""
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
+import pandas as pd
 import pytest
+import yaml
 
 from seedvar.config import load_config
 from seedvar.data.sets import load_evaluation_sets, load_study_sets
 from seedvar.declared import task_to_diagnostic
 from seedvar.errors import ConfigError, DataError
+from tests.conftest import OFFLINE, QUICK, run_command
+from tests.test_safety import one_line_error
+
+MINE = {  # a user's challenge set over mine.csv (challenge_csv), as docs/declaring.md shows it
+    "source": "mine.csv",
+    "labels": ["entailment", "non-entailment"],
+    "collapse": {"non-entailment": ["neutral", "contradiction"]},
+    "fields": {"premise": ["context"], "hypothesis": ["claim"], "label": ["verdict"]},
+    "groups": {"phenomenon": {}},
+    "headline": ["mine/negation"],
+}
 
 
 def config_error(*overrides: str) -> str:
@@ -20,6 +35,30 @@ def config_error(*overrides: str) -> str:
     message = str(caught.value)
     assert "\n" not in message and message.startswith("invalid configuration: ")
     return message
+
+
+def challenge_csv(path: Path, **columns: list) -> pd.DataFrame:
+    """mine.csv: 40 real MNLI pairs relabelled 2-way (context, claim, verdict), in two
+    phenomena, with `columns` beside them (each 40 values)."""
+    mnli = pd.read_parquet(OFFLINE / "mnli" / "validation_matched.parquet").head(40)
+    verdict = ["entailment" if label == 0 else "non-entailment" for label in mnli["label"]]
+    frame = pd.DataFrame(
+        {"context": mnli["premise"], "claim": mnli["hypothesis"], "verdict": verdict}
+    )
+    frame = frame.assign(phenomenon=["negation", "quantifiers"] * 20, **columns)
+    frame.to_csv(path, index=False)
+    return frame
+
+
+def seedvar(*args: str) -> list[str]:
+    """The `seedvar` command line, as the console script runs it."""
+    return [sys.executable, "-m", "seedvar.cli", *args]
+
+
+def params_with(path: Path, **mine: object) -> str:
+    """A params file of the smoke study with the challenge set `mine` (MINE, changed)."""
+    path.write_text(yaml.safe_dump({"profile": "smoke", "diagnostics": {"mine": MINE | mine}}))
+    return str(path)
 
 
 def test_the_papers_declaration_has_no_mistakes():
@@ -188,6 +227,67 @@ def test_a_disabled_augmentation_is_not_checked_against_the_diagnostic_sets():
     assert list(load_config(None, without_hans, profile="demo").diagnostics) == ["snli"]
     with pytest.raises(ConfigError, match="disjoint_from: 'hans' is not a diagnostic set"):
         load_config(None, [*without_hans, "data.augment_examples=100"], profile="demo")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "column"),
+    [
+        (["diagnostics.mine.groups={topic: {}}"], "topic (tried topic: ['topic'])"),
+        (["diagnostics.mine.groups={topic: {optional: true}}"], None),
+        (  # the group a set is drawn evenly over is needed, optional or not
+            [
+                "diagnostics.mine.groups={topic: {optional: true}}",
+                "diagnostics.mine.stratify=topic",
+            ],
+            "topic (tried topic: ['topic'])",
+        ),
+        (  # the set's fields, merged over the task's
+            ["diagnostics.mine.fields.hypothesis=[claims]"],
+            "hypothesis (tried hypothesis: ['claims'])",
+        ),
+        (["diagnostics.mine.fields.label=[gold_label]"], "label (tried label: ['gold_label'])"),
+    ],
+    ids=["group", "optional group", "stratify", "text", "label"],
+)
+def test_a_declared_column_the_file_lacks_is_one_line_in_config_and_before_loading(
+    study_dir: Path, overrides: list[str], column: str | None
+):
+    """From the file's header alone: `seedvar config` said nothing, and `prepare` stopped only
+    after loading every set."""
+    challenge_csv(study_dir / "mine.csv")
+    settings = ["--params", params_with(study_dir / "params.yaml")]
+    settings += [part for override in overrides for part in ("--set", override)]
+    done = run_command(seedvar("config", *settings), timeout=QUICK)
+    if column is None:
+        assert done.returncode == 0, done.stderr
+        return
+    one_line_error(
+        done,
+        f"diagnostics.mine (mine.csv): no column for {column}; found context, claim, verdict, "
+        "phenomenon: add the column's name to the set's fields",
+    )
+    assert run_command(seedvar("prepare", *settings), timeout=QUICK).stderr == done.stderr
+    assert not Path("prepared").exists()
+
+
+def test_a_misspelled_label_the_files_values_show_is_one_line_with_did_you_mean(study_dir: Path):
+    challenge_csv(study_dir / "mine.csv")
+    collapse = {"non_entailment": ["neutral", "contradiction"]}
+    params = params_with(
+        study_dir / "params.yaml", labels=["entailment", "non_entailment"], collapse=collapse
+    )
+    done = run_command(seedvar("config", "--params", params), timeout=QUICK)
+    one_line_error(
+        done,
+        "diagnostics.mine (mine.csv): the declared label 'non_entailment' is none of its label "
+        "values (entailment, non-entailment); did you mean 'non-entailment'? fix the labels",
+    )
+
+
+def test_sources_on_the_hub_and_the_web_are_not_read_by_config(study_dir: Path):
+    """The paper's sets (hub:..., an https URL) are checked when they load, not offline."""
+    done = run_command(seedvar("config"), timeout=QUICK)
+    assert done.returncode == 0 and "hub:nyu-mll/glue:mnli:train" in done.stdout, done.stderr
 
 
 @pytest.mark.parametrize("name", ["id", "label", "gold", "predicted", "logit_neutral"])
