@@ -15,6 +15,7 @@ from seedvar.config import load_config
 from seedvar.data.sets import load_evaluation_sets, load_study_sets
 from seedvar.declared import task_to_diagnostic
 from seedvar.errors import ConfigError, DataError
+from seedvar.metrics import diagnostic_columns
 from tests.conftest import OFFLINE, QUICK, run_command
 from tests.test_safety import one_line_error
 
@@ -333,3 +334,16 @@ def test_a_column_template_names_only_seedvars_placeholders(template: str, probl
     for setting in ("column", "key"):
         message = config_error(f'diagnostics.hans.groups.subcase.{setting}="{template}"')
         assert f"diagnostics.hans.groups.subcase.{setting}: {problem}" in message
+
+
+def test_integer_group_values_read_as_their_digits(study_dir: Path):
+    """A CSV column of integers with a gap reads as floats: its columns were mine/1.0 ..."""
+    challenge_csv(study_dir / "mine.csv", level=[1, 2, None, 3] * 10)
+    groups = {"level": {"values": ["1", "2", "3"]}}
+    config = load_config(
+        Path(params_with(study_dir / "params.yaml", groups=groups, headline=["mine/1"]))
+    )
+    examples = load_evaluation_sets(config)[1]["mine"]
+    columns = [c.name for c, _ in diagnostic_columns("mine", config.diagnostics["mine"], examples)]
+    assert columns == ["mine overall", "mine/1", "mine/2", "mine/3"]
+    assert sorted(examples["level"].dropna().unique()) == ["1", "2", "3"]

@@ -66,7 +66,7 @@ def canonical(
     for group in groups or {}:
         source = source_column(frame.columns, fields, group)
         values = frame[source].to_list() if source else [None] * len(frame)
-        result[group] = [None if pd.isna(v) or v == "" else str(v) for v in values]
+        result[group] = [_group_value(value) for value in values]
     _require_text(result, text, origin)
     return result
 
@@ -98,6 +98,14 @@ def source_column(columns: Collection[str], fields: Fields, name: str) -> str | 
 def dropped(labels: pd.Series, drop_labels: list[str]) -> pd.Series:
     """Which label values mark a row without a label (`drop_labels`)."""
     return labels.astype(str).str.strip().isin(drop_labels)
+
+
+def _group_value(value: object) -> str | None:
+    """A group value as text; None where there is none. A whole number reads as its digits
+    (1, not 1.0: a column of integers with a gap is read as floats)."""
+    if pd.isna(value) or value == "":
+        return None
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def map_labels(values: pd.Series, names: list[str], origin: str) -> pd.Series:
