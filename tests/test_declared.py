@@ -336,6 +336,33 @@ def test_a_column_template_names_only_seedvars_placeholders(template: str, probl
         assert f"diagnostics.hans.groups.subcase.{setting}: {problem}" in message
 
 
+@pytest.mark.parametrize(
+    ("column", "clash"),
+    [
+        ("seed", "the seeds table's seed"),
+        ("majority share hans", "the majority share of hans"),
+        ("MNLI dev acc.", "the accuracy of mnli_matched"),
+        ("{parent}", "another column of hans"),
+    ],
+)
+def test_a_column_named_like_another_or_seedvars_own_is_refused_when_the_set_loads(
+    column: str, clash: str
+):
+    """A group column `seed` overwrote each seed's number in seeds.csv with an accuracy."""
+    overrides = [
+        f'diagnostics.hans.groups.subcase.column="{column}"',
+        "diagnostics.hans.highlight=[]",
+    ]
+    config = load_config(None, overrides, profile="smoke")
+    with pytest.raises(DataError) as caught:
+        load_evaluation_sets(config)
+    assert str(caught.value).startswith(
+        f"diagnostics.hans: its column {column.format(parent='lexical_overlap')!r} is also "
+        f"{clash}; name its columns apart: put {{group}} in its groups' column templates (e.g. "
+        'column: "{set}/{group}/{value}")'
+    )
+
+
 def test_integer_group_values_read_as_their_digits(study_dir: Path):
     """A CSV column of integers with a gap reads as floats: its columns were mine/1.0 ..."""
     challenge_csv(study_dir / "mine.csv", level=[1, 2, None, 3] * 10)

@@ -18,6 +18,7 @@ from seedvar.sections import Section
 
 Fields = dict[str, list[str]]  # canonical field -> the source columns tried for it, in order
 SET_NAMES = ("train", "validation")  # the study's own sets, beside the declared ones
+SEED_COLUMN = "seed"  # the seeds table's own column, beside the declared accuracy columns
 # the placeholders of a group's `column` and `key` templates ({label}: with `by_label`)
 PLACEHOLDERS = ("set", "group", "value", "name", "name_lower", "parent", "label")
 

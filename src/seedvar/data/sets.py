@@ -22,13 +22,15 @@ from seedvar.data.sources import (
     source_column,
 )
 from seedvar.declared import (
+    SEED_COLUMN,
     Augmentation,
     Diagnostic,
     Fields,
     Task,
+    in_distribution_name,
 )
 from seedvar.errors import DataError
-from seedvar.metrics import diagnostic_columns
+from seedvar.metrics import diagnostic_columns, majority_share_column
 
 AUGMENTED_ID_PREFIX = "augment-"  # keeps added rows apart from the task's ids
 
@@ -90,6 +92,7 @@ def load_evaluation_sets(
         check_headline(whole[name], diagnostic, name)
         limit = diagnostic.max_examples or data.max_eval_examples
         evaluation[name] = subsample(whole[name], limit, diagnostic.stratify)
+    check_column_names(config, whole)
     return evaluation, whole
 
 
@@ -176,6 +179,26 @@ def load_task_set(
 ) -> pd.DataFrame:
     """One set of the task (its labels and text fields), from `source`, in canonical form."""
     return task_reading(config.task, source, fields).load(config)
+
+
+def check_column_names(config: Config, examples: dict[str, pd.DataFrame]) -> None:
+    """DataError for a seeds-table column that two columns of the study, or a column and one
+    seedvar writes itself (the seed, a set's majority share), would share: one would overwrite
+    the other. `examples`: the sets, whole."""
+    taken = {SEED_COLUMN: "the seeds table's seed"}
+    taken |= {majority_share_column(name): f"the majority share of {name}" for name in examples}
+    for name, declared in config.task.evaluation.items():
+        taken.setdefault(in_distribution_name(name, declared), f"the accuracy of {name}")
+    for name, diagnostic in config.diagnostics.items():
+        for column, _ in diagnostic_columns(name, diagnostic, examples[name]):
+            if column.name in taken:
+                raise DataError(
+                    f"diagnostics.{name}: its column {column.name!r} is also "
+                    f"{taken[column.name]}; name its columns apart: put {{group}} in its "
+                    'groups\' column templates (e.g. column: "{set}/{group}/{value}"), or '
+                    "give its overall another column"
+                )
+            taken[column.name] = f"another column of {name}"
 
 
 def check_headline(examples: pd.DataFrame, diagnostic: Diagnostic, name: str) -> None:
