@@ -336,30 +336,49 @@ def test_a_column_template_names_only_seedvars_placeholders(template: str, probl
         assert f"diagnostics.hans.groups.subcase.{setting}: {problem}" in message
 
 
+SUBCASE = "diagnostics.hans.groups.subcase.column"
+
+
 @pytest.mark.parametrize(
-    ("column", "clash"),
+    ("override", "setting", "column", "clash"),
     [
-        ("seed", "the seeds table's seed"),
-        ("majority share hans", "the majority share of hans"),
-        ("MNLI dev acc.", "the accuracy of mnli_matched"),
-        ("{parent}", "another column of hans"),
+        (f'{SUBCASE}="seed"', "diagnostics.hans", "seed", "the seeds table's seed"),
+        (
+            f'{SUBCASE}="majority share hans"',
+            "diagnostics.hans",
+            "majority share hans",
+            "the majority share of hans",
+        ),
+        (
+            f'{SUBCASE}="MNLI dev acc."',
+            "diagnostics.hans",
+            "MNLI dev acc.",
+            "a column of task.evaluation.mnli_matched",
+        ),
+        (
+            f'{SUBCASE}="{{parent}}"',
+            "diagnostics.hans",
+            "lexical_overlap",
+            "a column of diagnostics.hans",
+        ),
+        (
+            'task.evaluation.mnli_mismatched.column="MNLI dev acc."',
+            "task.evaluation.mnli_mismatched",
+            "MNLI dev acc.",
+            "a column of task.evaluation.mnli_matched",
+        ),
     ],
 )
-def test_a_column_named_like_another_or_seedvars_own_is_refused_when_the_set_loads(
-    column: str, clash: str
+def test_a_column_named_like_another_or_seedvars_own_is_refused_when_the_sets_load(
+    override: str, setting: str, column: str, clash: str
 ):
     """A group column `seed` overwrote each seed's number in seeds.csv with an accuracy."""
-    overrides = [
-        f'diagnostics.hans.groups.subcase.column="{column}"',
-        "diagnostics.hans.highlight=[]",
-    ]
-    config = load_config(None, overrides, profile="smoke")
+    config = load_config(None, [override, "diagnostics.hans.highlight=[]"], profile="smoke")
     with pytest.raises(DataError) as caught:
         load_evaluation_sets(config)
     assert str(caught.value).startswith(
-        f"diagnostics.hans: its column {column.format(parent='lexical_overlap')!r} is also "
-        f"{clash}; name its columns apart: put {{group}} in its groups' column templates (e.g. "
-        'column: "{set}/{group}/{value}")'
+        f"{setting}: its column {column!r} is also {clash}; name them apart: put {{group}} in a "
+        'group\'s column template (e.g. column: "{set}/{group}/{value}")'
     )
 
 

@@ -161,8 +161,8 @@ def augmentation_reading(task: Task, declared: Augmentation) -> Reading:
 
 def check_headers(config: Config) -> None:
     """Before any set is loaded: DataError for the first local source whose header lacks a
-    column its set needs (text, label, a group not optional), or whose label column holds a
-    value that is not a declared label (Reading.check_header)."""
+    column its set needs (text, label, a group not optional, the stratify group), or whose
+    label column holds a value that is not a declared label (Reading.check_header)."""
     task = config.task
     task_reading(task, task.train).check_header("task.train")
     for name, declared in task.evaluation.items():
@@ -182,23 +182,24 @@ def load_task_set(
 
 
 def check_column_names(config: Config, examples: dict[str, pd.DataFrame]) -> None:
-    """DataError for a seeds-table column that two columns of the study, or a column and one
-    seedvar writes itself (the seed, a set's majority share), would share: one would overwrite
+    """DataError for a seeds-table column that two sets or groups of the study, or a set and
+    seedvar itself (the seed, a set's majority share), would name alike: one would overwrite
     the other. `examples`: the sets, whole."""
     taken = {SEED_COLUMN: "the seeds table's seed"}
     taken |= {majority_share_column(name): f"the majority share of {name}" for name in examples}
-    for name, declared in config.task.evaluation.items():
-        taken.setdefault(in_distribution_name(name, declared), f"the accuracy of {name}")
+    evaluation = config.task.evaluation.items()
+    named = [(f"task.evaluation.{n}", in_distribution_name(n, d)) for n, d in evaluation]
     for name, diagnostic in config.diagnostics.items():
-        for column, _ in diagnostic_columns(name, diagnostic, examples[name]):
-            if column.name in taken:
-                raise DataError(
-                    f"diagnostics.{name}: its column {column.name!r} is also "
-                    f"{taken[column.name]}; name its columns apart: put {{group}} in its "
-                    'groups\' column templates (e.g. column: "{set}/{group}/{value}"), or '
-                    "give its overall another column"
-                )
-            taken[column.name] = f"another column of {name}"
+        columns = diagnostic_columns(name, diagnostic, examples[name])
+        named += [(f"diagnostics.{name}", column.name) for column, _ in columns]
+    for where, column in named:
+        if column in taken:
+            raise DataError(
+                f"{where}: its column {column!r} is also {taken[column]}; name them apart: put "
+                '{group} in a group\'s column template (e.g. column: "{set}/{group}/{value}"), '
+                "or give the set (or its overall) another column"
+            )
+        taken[column] = f"a column of {where}"
 
 
 def check_headline(examples: pd.DataFrame, diagnostic: Diagnostic, name: str) -> None:
