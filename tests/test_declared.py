@@ -4,13 +4,29 @@ load_config, before any data is read."""
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
+import pandas as pd
 import pytest
+import yaml
 
 from seedvar.config import load_config
 from seedvar.data.sets import load_evaluation_sets, load_study_sets
 from seedvar.declared import task_to_diagnostic
 from seedvar.errors import ConfigError, DataError
+from seedvar.metrics import diagnostic_columns
+from tests.conftest import OFFLINE, QUICK, run_command
+from tests.test_safety import one_line_error
+
+MINE = {  # a user's challenge set over mine.csv (challenge_csv), as docs/declaring.md shows it
+    "source": "mine.csv",
+    "labels": ["entailment", "non-entailment"],
+    "collapse": {"non-entailment": ["neutral", "contradiction"]},
+    "fields": {"premise": ["context"], "hypothesis": ["claim"], "label": ["verdict"]},
+    "groups": {"phenomenon": {}},
+    "headline": ["mine/negation"],
+}
 
 
 def config_error(*overrides: str) -> str:
@@ -20,6 +36,30 @@ def config_error(*overrides: str) -> str:
     message = str(caught.value)
     assert "\n" not in message and message.startswith("invalid configuration: ")
     return message
+
+
+def challenge_csv(path: Path, **columns: list) -> pd.DataFrame:
+    """mine.csv: 40 real MNLI pairs relabelled 2-way (context, claim, verdict), in two
+    phenomena, with `columns` beside them (each 40 values)."""
+    mnli = pd.read_parquet(OFFLINE / "mnli" / "validation_matched.parquet").head(40)
+    verdict = ["entailment" if label == 0 else "non-entailment" for label in mnli["label"]]
+    frame = pd.DataFrame(
+        {"context": mnli["premise"], "claim": mnli["hypothesis"], "verdict": verdict}
+    )
+    frame = frame.assign(phenomenon=["negation", "quantifiers"] * 20, **columns)
+    frame.to_csv(path, index=False)
+    return frame
+
+
+def seedvar(*args: str) -> list[str]:
+    """The `seedvar` command line, as the console script runs it."""
+    return [sys.executable, "-m", "seedvar.cli", *args]
+
+
+def params_with(path: Path, **mine: object) -> str:
+    """A params file of the smoke study with the challenge set `mine` (MINE, changed)."""
+    path.write_text(yaml.safe_dump({"profile": "smoke", "diagnostics": {"mine": MINE | mine}}))
+    return str(path)
 
 
 def test_the_papers_declaration_has_no_mistakes():
@@ -45,6 +85,7 @@ def test_the_papers_declaration_has_no_mistakes():
             "task.evaluation.mnli_matched.headline=false",
             "task.evaluation: no set is a headline",
         ),
+        ("task.text=[premise, premise]", "task.text: ['premise', 'premise'] names a field twice"),
     ],
 )
 def test_task_mistakes(override: str, problem: str):
@@ -94,6 +135,32 @@ def test_task_mistakes(override: str, problem: str):
             "(split), not both",
         ),
         ("diagnostics.hans.headline=[]", "diagnostics.hans.headline: List should have at least"),
+        (
+            "diagnostics.hans.collapse={non-entailment: [neutral, contradicton]}",
+            "(entailment, neutral, contradiction); did you mean 'contradiction'?",
+        ),
+        (
+            "diagnostics.hans.collapse={non-entailmnt: [neutral, contradiction]}",
+            "'non-entailmnt' is not a label of hans (entailment, non-entailment); did you mean "
+            "'non-entailment'?",
+        ),
+        (  # the labels of a new set, spelt otherwise than the task's: not "collapse them"
+            "diagnostics.snli={source: data/offline/snli/validation.parquet, labels: "
+            "[entailment, neutral, contradicton], headline: [snli overall]}",
+            "diagnostics.snli.labels: 'contradicton' is not a label of the task MNLI (entailment, "
+            "neutral, contradiction); did you mean 'contradiction'?",
+        ),
+        (
+            "diagnostics.hans.groups.heuristic.by_label={entailment: e, non-entailmnt: n}",
+            "by_label: non-entailmnt not a label of hans (entailment, non-entailment); did you "
+            "mean 'non-entailment'?",
+        ),
+        (
+            "task.augmentation.to_task={entailment: entailment, non-entailment: neutrl}",
+            "task.augmentation.to_task: non-entailment: neutrl maps a label of ['entailment', "
+            "'non-entailment'] onto one of ['entailment', 'neutral', 'contradiction']; fix the "
+            "names; did you mean 'neutral'?",
+        ),
         (
             "diagnostics.mnli_matched={source: x.parquet, labels: [entailment, neutral, "
             "contradiction], headline: [x]}",
@@ -150,3 +217,179 @@ def test_each_set_may_have_its_own_size_limit():
     sizes = {name: len(frame) for name, frame in evaluation.items()}
     assert sizes == {"mnli_matched": 50, "mnli_mismatched": 300, "hans": 60}  # else 300 each
     assert evaluation["hans"]["subcase"].value_counts().eq(2).all()  # still even: 30 x 2
+
+
+def test_a_disabled_augmentation_is_not_checked_against_the_diagnostic_sets():
+    """The demo's augmentation (data.augment_examples: 0) names hans (disjoint_from): dropping
+    hans was refused for a set that draws no pair."""
+    snli = "{source: data/offline/snli/validation.parquet, labels: [entailment, neutral, "
+    snli += "contradiction], headline: [snli overall]}"
+    without_hans = ["diagnostics.hans=null", f"diagnostics.snli={snli}"]
+    assert list(load_config(None, without_hans, profile="demo").diagnostics) == ["snli"]
+    with pytest.raises(ConfigError, match="disjoint_from: 'hans' is not a diagnostic set"):
+        load_config(None, [*without_hans, "data.augment_examples=100"], profile="demo")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "column"),
+    [
+        (["diagnostics.mine.groups={topic: {}}"], "topic (tried topic: ['topic'])"),
+        (["diagnostics.mine.groups={topic: {optional: true}}"], None),
+        (  # the group a set is drawn evenly over is needed, optional or not
+            [
+                "diagnostics.mine.groups={topic: {optional: true}}",
+                "diagnostics.mine.stratify=topic",
+            ],
+            "topic (tried topic: ['topic'])",
+        ),
+        (  # the set's fields, merged over the task's
+            ["diagnostics.mine.fields.hypothesis=[claims]"],
+            "hypothesis (tried hypothesis: ['claims'])",
+        ),
+        (["diagnostics.mine.fields.label=[gold_label]"], "label (tried label: ['gold_label'])"),
+    ],
+    ids=["group", "optional group", "stratify", "text", "label"],
+)
+def test_a_declared_column_the_file_lacks_is_one_line_in_config_and_before_loading(
+    study_dir: Path, overrides: list[str], column: str | None
+):
+    """From the file's header alone: `seedvar config` said nothing, and `prepare` stopped only
+    after loading every set."""
+    challenge_csv(study_dir / "mine.csv")
+    settings = ["--params", params_with(study_dir / "params.yaml")]
+    settings += [part for override in overrides for part in ("--set", override)]
+    done = run_command(seedvar("config", *settings), timeout=QUICK)
+    if column is None:
+        assert done.returncode == 0, done.stderr
+        return
+    one_line_error(
+        done,
+        f"diagnostics.mine (mine.csv): no column for {column}; found context, claim, verdict, "
+        "phenomenon: add the column's name to the set's fields",
+    )
+    assert run_command(seedvar("prepare", *settings), timeout=QUICK).stderr == done.stderr
+    assert not Path("prepared").exists()
+
+
+def test_a_misspelled_label_the_files_values_show_is_one_line_with_did_you_mean(study_dir: Path):
+    challenge_csv(study_dir / "mine.csv")
+    collapse = {"non_entailment": ["neutral", "contradiction"]}
+    params = params_with(
+        study_dir / "params.yaml", labels=["entailment", "non_entailment"], collapse=collapse
+    )
+    done = run_command(seedvar("config", "--params", params), timeout=QUICK)
+    one_line_error(
+        done,
+        "diagnostics.mine (mine.csv): the declared label 'non_entailment' is none of its label "
+        "values (entailment, non-entailment); did you mean 'non-entailment'? fix the labels",
+    )
+
+
+def test_sources_on_the_hub_and_the_web_are_not_read_by_config(study_dir: Path):
+    """The paper's sets (hub:..., an https URL) are checked when they load, not offline."""
+    done = run_command(seedvar("config"), timeout=QUICK)
+    assert done.returncode == 0 and "hub:nyu-mll/glue:mnli:train" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("name", ["id", "label", "gold", "predicted", "logit_neutral"])
+def test_a_text_field_named_like_a_column_seedvar_writes_is_refused(name: str):
+    """A text field named `gold` was written over by the gold labels (or over them)."""
+    message = config_error(f"task.text=[premise, {name}]", f"task.fields.{name}=[hypothesis]")
+    assert f"task.text: '{name}' is a column seedvar writes itself" in message
+    assert f"e.g. {name}_text, and map it in task.fields" in message
+
+
+@pytest.mark.parametrize("name", ["train", "validation"])
+def test_a_set_named_like_one_seedvar_names_is_refused(name: str):
+    source = "source: data/offline/mnli/validation_matched.parquet"
+    message = config_error(f"task.evaluation.{name}={{{source}}}")
+    assert f"task.evaluation.{name}: '{name}' is a set seedvar names itself" in message
+    assert f"e.g. {name}_set" in message
+    labels = "labels: [entailment, neutral, contradiction], headline: [x]"
+    message = config_error(f"diagnostics.{name}={{{source}, {labels}}}")
+    assert f"diagnostics.{name}: the name is taken (seedvar's); name the set otherwise" in message
+    assert f"e.g. {name}_diagnostic" in message
+
+
+@pytest.mark.parametrize(
+    ("template", "problem"),
+    [
+        (
+            "{valeu}",
+            "{valeu} is not a placeholder of a group's columns (set, group, value, name, "
+            "name_lower, parent); did you mean 'value'?",
+        ),
+        (
+            "{label}",
+            "{label} is not a placeholder of a group's columns (set, group, value, name, "
+            "name_lower, parent); {label} needs by_label",
+        ),
+        ("{0}", "{0} is not a placeholder of a group's columns"),
+        ("{value", "'{value' is not a template (expected '}' before end of string)"),
+    ],
+)
+def test_a_column_template_names_only_seedvars_placeholders(template: str, problem: str):
+    """A template with another placeholder passed the config and stopped the load with a
+    traceback (KeyError)."""
+    for setting in ("column", "key"):
+        message = config_error(f'diagnostics.hans.groups.subcase.{setting}="{template}"')
+        assert f"diagnostics.hans.groups.subcase.{setting}: {problem}" in message
+
+
+SUBCASE = "diagnostics.hans.groups.subcase.column"
+
+
+@pytest.mark.parametrize(
+    ("override", "setting", "column", "clash"),
+    [
+        (f'{SUBCASE}="seed"', "diagnostics.hans", "seed", "the seeds table's seed"),
+        (
+            f'{SUBCASE}="majority share hans"',
+            "diagnostics.hans",
+            "majority share hans",
+            "the majority share of hans",
+        ),
+        (
+            f'{SUBCASE}="MNLI dev acc."',
+            "diagnostics.hans",
+            "MNLI dev acc.",
+            "a column of task.evaluation.mnli_matched",
+        ),
+        (
+            f'{SUBCASE}="{{parent}}"',
+            "diagnostics.hans",
+            "lexical_overlap",
+            "a column of diagnostics.hans",
+        ),
+        (
+            'task.evaluation.mnli_mismatched.column="MNLI dev acc."',
+            "task.evaluation.mnli_mismatched",
+            "MNLI dev acc.",
+            "a column of task.evaluation.mnli_matched",
+        ),
+    ],
+)
+def test_a_column_named_like_another_or_seedvars_own_is_refused_when_the_sets_load(
+    override: str, setting: str, column: str, clash: str
+):
+    """A group column `seed` overwrote each seed's number in seeds.csv with an accuracy."""
+    config = load_config(None, [override, "diagnostics.hans.highlight=[]"], profile="smoke")
+    with pytest.raises(DataError) as caught:
+        load_evaluation_sets(config)
+    assert str(caught.value).startswith(
+        f"{setting}: its column {column!r} is also {clash}; name them apart: put {{group}} in a "
+        'group\'s column template (e.g. column: "{set}/{group}/{value}")'
+    )
+
+
+def test_integer_group_values_read_as_their_digits(study_dir: Path):
+    """A CSV column of integers with a gap reads as floats: its columns were mine/1.0 ..."""
+    challenge_csv(study_dir / "mine.csv", level=[1, 2, None, 3] * 10)
+    groups = {"level": {"values": ["1", "2", "3"]}}
+    config = load_config(
+        Path(params_with(study_dir / "params.yaml", groups=groups, headline=["mine/1"]))
+    )
+    examples = load_evaluation_sets(config)[1]["mine"]
+    columns = [c.name for c, _ in diagnostic_columns("mine", config.diagnostics["mine"], examples)]
+    assert columns == ["mine overall", "mine/1", "mine/2", "mine/3"]
+    assert sorted(examples["level"].dropna().unique()) == ["1", "2", "3"]

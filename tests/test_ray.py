@@ -288,8 +288,12 @@ def _state(pid: int) -> str:
 
 
 def test_a_corrupt_data_file_fails_fast_with_its_error_and_no_retries(cluster, study_dir: Path):
-    Path("hans.parquet").write_bytes(b"PAR1 this is not a parquet file")
-    settings = on(cluster, "diagnostics.hans.source=hans.parquet")
+    """Broken after its first record, which the launch's check of the header reads: only the
+    seeds, reading it whole, find it."""
+    first = {"idx": 0, "premise": "a", "hypothesis": "b", "label": 0}
+    first |= {"heuristic": "lexical_overlap", "subcase": "ln_passive"}
+    Path("hans.jsonl").write_text(json.dumps(first) + '\n{"idx": 1, "pre\n')
+    settings = on(cluster, "diagnostics.hans.source=hans.jsonl")
     done = run_command(
         seedvar("launch", "--profile", "smoke", *settings, "--report", "launch.json"),
         timeout=STUDY,
@@ -301,7 +305,7 @@ def test_a_corrupt_data_file_fails_fast_with_its_error_and_no_retries(cluster, s
     assert sorted([*map(int, report["failed"]), *report["not_run"]]) == [0, 1, 2]
     for failure in report["failed"].values():  # its first error line, not retried
         assert failure["error_type"] == "DataError"
-        assert "hans.parquet: cannot be read as Parquet" in failure["error"]
+        assert "hans.jsonl: cannot be read as JSONL" in failure["error"]
     assert not Path("runs").exists() or not list(Path("runs").glob("seed-*"))
 
 

@@ -14,6 +14,7 @@ import yaml
 
 from seedvar import __version__
 from seedvar.config import Config, load_config, profile_names
+from seedvar.data.sets import check_headers
 from seedvar.declared import shown_columns
 from seedvar.errors import ConfigError, SeedvarError
 from seedvar.interrupts import catch_interrupts, stop_with_starters
@@ -136,7 +137,9 @@ def _print_summary(config: Config, metrics: dict[str, float]) -> None:
 
 
 def _show_config(args: argparse.Namespace) -> int:
-    print(yaml.safe_dump(_config(args).model_dump(), sort_keys=False), end="")
+    config = _config(args)
+    check_headers(config)  # a declared column the local files lack: here, not after a load
+    print(yaml.safe_dump(config.model_dump(), sort_keys=False), end="")
     return 0
 
 
@@ -215,6 +218,7 @@ def _aggregate(args: argparse.Namespace) -> int:
 
 def _verdict(args: argparse.Namespace) -> int:
     config = _config(args)
+    check_headers(config)
     from seedvar.data.io import read_table
     from seedvar.data.sets import load_evaluation_sets
     from seedvar.study.aggregate import verdict_record, write_json

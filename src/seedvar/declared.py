@@ -8,11 +8,19 @@ declaration may be; `check` finds the mistakes that involve more than one field.
 
 from __future__ import annotations
 
+import difflib
+import string
+from collections.abc import Iterable
+
 from pydantic import Field, StrictBool, StrictInt
 
 from seedvar.sections import Section
 
 Fields = dict[str, list[str]]  # canonical field -> the source columns tried for it, in order
+SET_NAMES = ("train", "validation")  # the study's own sets, beside the declared ones
+SEED_COLUMN = "seed"  # the seeds table's own column, beside the declared accuracy columns
+# the placeholders of a group's `column` and `key` templates ({label}: with `by_label`)
+PLACEHOLDERS = ("set", "group", "value", "name", "name_lower", "parent", "label")
 
 
 # a per-set size limit; in a recipe only when set, so that recipes without one keep their hash
@@ -122,10 +130,21 @@ def declaration_problems(
         )
     if not any(declared.headline for declared in task.evaluation.values()):
         found.append("task.evaluation: no set is a headline; mark one `headline: true`")
+    found += _text_problems(task)
     found += _augmentation_problems(task, diagnostics, augment_examples)
+    for name in task.evaluation:
+        if name in SET_NAMES:
+            found.append(
+                f"task.evaluation.{name}: {name!r} is a set seedvar names itself "
+                f"({', '.join(SET_NAMES)}); name the set otherwise, e.g. {name}_set"
+            )
     for name, diagnostic in diagnostics.items():
-        if name in (*task.evaluation, "train", "validation"):
-            found.append(f"diagnostics.{name}: the name is taken; name the set otherwise")
+        if name in (*task.evaluation, *SET_NAMES):
+            taken = "an evaluation set of the task" if name in task.evaluation else "seedvar's"
+            found.append(
+                f"diagnostics.{name}: the name is taken ({taken}); name the set otherwise, "
+                f"e.g. {name}_diagnostic"
+            )
         try:
             task_to_diagnostic(task, diagnostic, name)
         except ValueError as error:
@@ -143,19 +162,28 @@ def task_to_diagnostic(task: Task, diagnostic: Diagnostic, name: str) -> list[in
         if label not in diagnostic.labels:
             raise ValueError(
                 f"{where}: {label!r} is not a label of {name} ({', '.join(diagnostic.labels)})"
+                + did_you_mean(label, diagnostic.labels)
             )
         for task_label in task_labels:
             if task_label not in task.labels:
+                hint = did_you_mean(task_label, task.labels)
                 raise ValueError(
                     f"{where}.{label}: {task_label!r} is not a label of the task "
-                    f"{task.name} ({', '.join(task.labels)})"
+                    f"{task.name} ({', '.join(task.labels)}){hint}"
                 )
             if task_label in taken:
                 raise ValueError(f"{where}: {task_label!r} is collapsed into two labels")
             taken[task_label] = label
     mapped = []
+    spare = [own for own in diagnostic.labels if own not in (*task.labels, *diagnostic.collapse)]
     for task_label in task.labels:
         label = taken.get(task_label, task_label)
+        misspelled = close_match(task_label, spare)
+        if label not in diagnostic.labels and misspelled:
+            raise ValueError(
+                f"diagnostics.{name}.labels: {misspelled!r} is not a label of the task "
+                f"{task.name} ({', '.join(task.labels)}); did you mean {task_label!r}?"
+            )
         if label not in diagnostic.labels:
             raise ValueError(
                 f"{where}: the task's label {task_label!r} has no label of {name} "
@@ -185,14 +213,21 @@ def _augmentation_problems(
     found = []
     for label, task_label in augmentation.to_task.items():
         if label not in augmentation.labels or task_label not in task.labels:
+            wrong, known = (
+                (label, augmentation.labels)
+                if label not in augmentation.labels
+                else (task_label, task.labels)
+            )
+            hint = did_you_mean(wrong, known)
             found.append(
                 f"task.augmentation.to_task: {label}: {task_label} maps a label of "
-                f"{augmentation.labels} onto one of {task.labels}; fix the names"
+                f"{augmentation.labels} onto one of {task.labels}; fix the names{hint}"
             )
     missing = [label for label in augmentation.labels if label not in augmentation.to_task]
     if missing:
         found.append(f"task.augmentation.to_task: no task label for {', '.join(missing)}")
-    if augmentation.disjoint_from and augmentation.disjoint_from not in diagnostics:
+    disjoint_from = augmentation.disjoint_from  # a disabled augmentation draws no pair
+    if augment_examples and disjoint_from and disjoint_from not in diagnostics:
         found.append(
             f"task.augmentation.disjoint_from: {augmentation.disjoint_from!r} is not a "
             "diagnostic set of the study"
@@ -200,12 +235,45 @@ def _augmentation_problems(
     return found
 
 
+def close_match(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to a misspelled `name`, None where none is close."""
+    found = difflib.get_close_matches(name, list(known), n=1)
+    return found[0] if found else None
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """The hint "; did you mean 'NAME'?" for the known name closest to `name` ("": none)."""
+    close = close_match(name, known)
+    return f"; did you mean {close!r}?" if close else ""
+
+
+def own_columns(task: Task) -> set[str]:
+    """The columns seedvar itself writes beside a set's text into its examples and
+    per-example predictions: id, label, gold, predicted, one logit per task label."""
+    return {"id", "label", "gold", "predicted", *(f"logit_{label}" for label in task.labels)}
+
+
 def reserved_names(task: Task) -> set[str]:
-    """The column names seedvar writes into a set's examples and per-example predictions
-    (id, label, the task's text fields, gold, predicted, one logit per task label): a group
-    of a declared set must not take one, or it would overwrite seedvar's own column."""
-    logits = {f"logit_{label}" for label in task.labels}
-    return {"id", "label", "gold", "predicted", *task.text, *logits}
+    """The column names of a set's examples and per-example predictions that are not a
+    group's (seedvar's own and the task's text fields): a group of a declared set must not
+    take one, or it would overwrite that column."""
+    return own_columns(task) | set(task.text)
+
+
+def _text_problems(task: Task) -> list[str]:
+    """A text field named twice, or like a column seedvar writes itself."""
+    found = []
+    if len(set(task.text)) < len(task.text):
+        found.append(f"task.text: {task.text} names a field twice; list each once")
+    own = own_columns(task)
+    for field in task.text:
+        if field in own:
+            found.append(
+                f"task.text: {field!r} is a column seedvar writes itself "
+                f"({', '.join(sorted(own))}); name the field otherwise, e.g. {field}_text, and "
+                f"map it in task.fields"
+            )
+    return found
 
 
 def _group_problems(name: str, diagnostic: Diagnostic, reserved: set[str]) -> list[str]:
@@ -222,9 +290,13 @@ def _group_problems(name: str, diagnostic: Diagnostic, reserved: set[str]) -> li
             found.append(f"{where}.within: {declared.within!r} is not a group of {name}")
         if declared.within is not None and declared.split is not None:
             found.append(f"{where}: a group is nested (within) or multi-valued (split), not both")
-        unknown = set(declared.by_label or {}) - set(diagnostic.labels)
+        unknown = sorted(set(declared.by_label or {}) - set(diagnostic.labels))
         if unknown:
-            found.append(f"{where}.by_label: {', '.join(sorted(unknown))} not a label of {name}")
+            found.append(
+                f"{where}.by_label: {', '.join(unknown)} not a label of {name} "
+                f"({', '.join(diagnostic.labels)}){did_you_mean(unknown[0], diagnostic.labels)}"
+            )
+        found += _template_problems(where, declared)
     if diagnostic.stratify is not None and diagnostic.stratify not in diagnostic.groups:
         found.append(f"diagnostics.{name}.stratify: {diagnostic.stratify!r} is not a group")
     for cluster in diagnostic.clusters:
@@ -232,6 +304,26 @@ def _group_problems(name: str, diagnostic: Diagnostic, reserved: set[str]) -> li
             found.append(f"diagnostics.{name}.clusters: {cluster!r} is not a group of {name}")
     if diagnostic.strata is not None and diagnostic.strata not in diagnostic.groups:
         found.append(f"diagnostics.{name}.strata: {diagnostic.strata!r} is not a group of {name}")
+    return found
+
+
+def _template_problems(where: str, group: Group) -> list[str]:
+    """A placeholder of the group's column or key template that a column does not fill."""
+    known = PLACEHOLDERS if group.by_label else PLACEHOLDERS[:-1]
+    found = []
+    for setting in ("column", "key"):
+        template = getattr(group, setting) or ""
+        try:
+            used = [field for _, field, _, _ in string.Formatter().parse(template) if field]
+        except ValueError as error:
+            found.append(f"{where}.{setting}: {template!r} is not a template ({error})")
+            continue
+        for field in (field for field in used if field not in known):
+            hint = "; {label} needs by_label" if field == "label" else did_you_mean(field, known)
+            found.append(
+                f"{where}.{setting}: {{{field}}} is not a placeholder of a group's columns "
+                f"({', '.join(known)}){hint}"
+            )
     return found
 
 

@@ -6,15 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from seedvar.config import Config
+from seedvar.data.sets import check_headers
+from seedvar.data.sources import REMOTE
 from seedvar.errors import DataError
 from seedvar.hub import require_hub
 
 
 def preflight(config: Config, data: bool = True, model: bool = True) -> None:
-    """DataError for a data file that does not exist; ModelError when the study needs the
-    hub and it cannot be reached (only the data's or the model's checks, if asked)."""
+    """DataError for a data file that does not exist or whose header lacks a declared column;
+    ModelError when the study needs the hub and it cannot be reached (only the data's or the
+    model's checks, if asked)."""
     if data:
         require_files(config)
+        check_headers(config)
     require_hub(config, data=data, model=model)
 
 
@@ -23,7 +27,7 @@ def require_files(config: Config) -> None:
     missing = [
         f"{source}: file not found ({key})"
         for key, source in config.sources().items()
-        if not source.startswith(("hub:", "http://", "https://")) and not Path(source).is_file()
+        if not source.startswith(REMOTE) and not Path(source).is_file()
     ]
     if missing:
         raise DataError(

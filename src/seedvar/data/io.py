@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from seedvar.errors import DataError, first_line
 
@@ -20,8 +22,57 @@ FORMATS = {
 }
 
 
-def read_table(path: Path) -> pd.DataFrame:
-    """Read a Parquet, JSONL or TSV file into a DataFrame; raise DataError for any problem."""
+def read_table(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """Read a Parquet, JSONL, CSV or TSV file (only `columns`, if given) into a DataFrame;
+    raise DataError for any problem."""
+    fmt = _format(path)
+    try:
+        if fmt == "Parquet":
+            frame = pd.read_parquet(path, columns=columns)
+        elif fmt == "JSONL":
+            frame = pd.read_json(path, lines=True, dtype=False)
+            frame = frame if columns is None else frame[columns]
+        elif fmt == "CSV":
+            frame = pd.read_csv(path, usecols=columns)
+        else:
+            frame = pd.read_csv(
+                path,
+                sep="\t",
+                quoting=csv.QUOTE_NONE,
+                dtype=str,
+                keep_default_na=False,
+                usecols=columns,
+            )
+    except Exception as error:  # pandas/pyarrow raise many types for a broken file
+        raise _unreadable(path, fmt, error) from None
+    if frame.empty:
+        raise DataError(f"{path}: the file holds no examples; point to a non-empty {fmt} file")
+    return frame
+
+
+def read_header(path: Path) -> list[str]:
+    """The column names of a table file, read from its header alone (Parquet: its schema;
+    CSV, TSV: the first line; JSONL: the first record); DataError for any problem."""
+    fmt = _format(path)
+    try:
+        if fmt == "Parquet":
+            return pq.read_schema(path).names
+        if fmt == "JSONL":
+            with path.open(encoding="utf-8") as lines:
+                return list(json.loads(lines.readline()))
+        sep = "," if fmt == "CSV" else "\t"
+        quoting = csv.QUOTE_MINIMAL if fmt == "CSV" else csv.QUOTE_NONE
+        return list(map(str, pd.read_csv(path, sep=sep, quoting=quoting, nrows=0).columns))
+    except Exception as error:  # a broken or empty file
+        raise _unreadable(path, fmt, error) from None
+
+
+def cheap_to_read_alone(path: Path) -> bool:
+    """Whether one column of the file reads without parsing the others' text (not JSONL)."""
+    return _format(path) != "JSONL"
+
+
+def _format(path: Path) -> str:
     if not path.is_file():
         raise DataError(f"{path}: file not found; check the source in params.yaml or --set")
     fmt = FORMATS.get(path.suffix.lower())
@@ -29,25 +80,13 @@ def read_table(path: Path) -> pd.DataFrame:
         raise DataError(
             f"{path}: unknown format {path.suffix!r}; use one of {', '.join(sorted(FORMATS))}"
         )
-    try:
-        if fmt == "Parquet":
-            frame = pd.read_parquet(path)
-        elif fmt == "JSONL":
-            frame = pd.read_json(path, lines=True, dtype=False)
-        elif fmt == "CSV":
-            frame = pd.read_csv(path)
-        else:
-            frame = pd.read_csv(
-                path, sep="\t", quoting=csv.QUOTE_NONE, dtype=str, keep_default_na=False
-            )
-    except Exception as error:  # pandas/pyarrow raise many types for a broken file
-        reason = first_line(error)
-        raise DataError(
-            f"{path}: cannot be read as {fmt} ({reason}); the file is truncated or not {fmt}"
-        ) from None
-    if frame.empty:
-        raise DataError(f"{path}: the file holds no examples; point to a non-empty {fmt} file")
-    return frame
+    return fmt
+
+
+def _unreadable(path: Path, fmt: str, error: Exception) -> DataError:
+    return DataError(
+        f"{path}: cannot be read as {fmt} ({first_line(error)}); the file is truncated or not {fmt}"
+    )
 
 
 def fingerprint(frame: pd.DataFrame) -> str:

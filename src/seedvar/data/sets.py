@@ -9,11 +9,28 @@ from pathlib import Path
 import pandas as pd
 
 from seedvar.config import Config
-from seedvar.data.io import fingerprint, subsample
-from seedvar.data.sources import canonical, check_groups, read_source
-from seedvar.declared import Diagnostic, Task
+from seedvar.data.io import cheap_to_read_alone, fingerprint, read_header, read_table, subsample
+from seedvar.data.sources import (
+    REMOTE,
+    canonical,
+    check_groups,
+    dropped,
+    map_labels,
+    needed_fields,
+    read_source,
+    require_columns,
+    source_column,
+)
+from seedvar.declared import (
+    SEED_COLUMN,
+    Augmentation,
+    Diagnostic,
+    Fields,
+    Task,
+    in_distribution_name,
+)
 from seedvar.errors import DataError
-from seedvar.metrics import diagnostic_columns
+from seedvar.metrics import diagnostic_columns, majority_share_column
 
 AUGMENTED_ID_PREFIX = "augment-"  # keeps added rows apart from the task's ids
 
@@ -60,7 +77,6 @@ def load_evaluation_sets(
     the same sets whole (validation draws from them; augmentation must be disjoint from
     them)."""
     task, data = config.task, config.data
-    downloads = Path(data.cache_dir) / "downloads"
     whole = {
         name: load_task_set(config, declared.source, declared.fields)
         for name, declared in task.evaluation.items()
@@ -70,14 +86,13 @@ def load_evaluation_sets(
         for name, frame in whole.items()
     }
     for name, diagnostic in config.diagnostics.items():
-        frame, origin = read_source(diagnostic.source, downloads)
-        groups = {group: declared.optional for group, declared in diagnostic.groups.items()}
-        fields = merged_fields(task, diagnostic.fields)
-        whole[name] = canonical(frame, fields, task.text, diagnostic.labels, origin, groups)
-        check_groups(whole[name], diagnostic, origin)
+        reading = diagnostic_reading(task, diagnostic)
+        whole[name] = reading.load(config)
+        check_groups(whole[name], diagnostic, reading.source)
         check_headline(whole[name], diagnostic, name)
         limit = diagnostic.max_examples or data.max_eval_examples
         evaluation[name] = subsample(whole[name], limit, diagnostic.stratify)
+    check_column_names(config, whole)
     return evaluation, whole
 
 
@@ -87,14 +102,104 @@ def merged_fields(task: Task, fields: dict[str, list[str]] | None) -> dict[str, 
     return {**task.fields, **(fields or {})}
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How one declared set is read into the canonical schema (see sources.canonical)."""
+
+    source: str
+    fields: Fields  # merged over the task's
+    text: list[str]
+    labels: list[str]
+    groups: dict[str, bool] | None = None  # its group columns (True: optional)
+    drop_labels: list[str] | None = None
+
+    def load(self, config: Config) -> pd.DataFrame:
+        """The set, read from its source and brought to the canonical schema."""
+        frame, origin = read_source(self.source, Path(config.data.cache_dir) / "downloads")
+        return canonical(
+            frame, self.fields, self.text, self.labels, origin, self.groups, self.drop_labels
+        )
+
+    def check_header(self, where: str) -> None:
+        """DataError, from the file's header (and its label column, where that reads alone),
+        for a column the set needs and the file lacks or a label value not of its labels.
+        A source on the hub or the web, or a file not there, is checked when it loads."""
+        path = Path(self.source)
+        if self.source.startswith(REMOTE) or not path.is_file():
+            return
+        origin = f"{where} ({self.source})"
+        columns = read_header(path)
+        require_columns(columns, self.fields, needed_fields(self.text, self.groups), origin)
+        label = source_column(columns, self.fields, "label")
+        if label is not None and cheap_to_read_alone(path):
+            values = read_table(path, [label])[label].drop_duplicates()
+            map_labels(values[~dropped(values, self.drop_labels or [])], self.labels, origin)
+
+
+def task_reading(task: Task, source: str, fields: Fields | None = None) -> Reading:
+    """How a set of the task (train, an evaluation set) is read."""
+    fields = merged_fields(task, fields)
+    return Reading(source, fields, task.text, task.labels, drop_labels=task.drop_labels)
+
+
+def diagnostic_reading(task: Task, diagnostic: Diagnostic) -> Reading:
+    """How a diagnostic set is read: its groups, the one it is drawn evenly over required."""
+    groups = {
+        group: declared.optional and group != diagnostic.stratify
+        for group, declared in diagnostic.groups.items()
+    }
+    fields = merged_fields(task, diagnostic.fields)
+    return Reading(diagnostic.source, fields, task.text, diagnostic.labels, groups)
+
+
+def augmentation_reading(task: Task, declared: Augmentation) -> Reading:
+    """How the task's augmentation set is read (its stratify column required)."""
+    groups = {declared.stratify: False} if declared.stratify else None
+    fields = merged_fields(task, declared.fields)
+    return Reading(declared.source, fields, task.text, declared.labels, groups)
+
+
+def check_headers(config: Config) -> None:
+    """Before any set is loaded: DataError for the first local source whose header lacks a
+    column its set needs (text, label, a group not optional, the stratify group), or whose
+    label column holds a value that is not a declared label (Reading.check_header)."""
+    task = config.task
+    task_reading(task, task.train).check_header("task.train")
+    for name, declared in task.evaluation.items():
+        reading = task_reading(task, declared.source, declared.fields)
+        reading.check_header(f"task.evaluation.{name}")
+    for name, diagnostic in config.diagnostics.items():
+        diagnostic_reading(task, diagnostic).check_header(f"diagnostics.{name}")
+    if task.augmentation and config.data.augment_examples:
+        augmentation_reading(task, task.augmentation).check_header("task.augmentation")
+
+
 def load_task_set(
     config: Config, source: str, fields: dict[str, list[str]] | None = None
 ) -> pd.DataFrame:
     """One set of the task (its labels and text fields), from `source`, in canonical form."""
-    task = config.task
-    frame, origin = read_source(source, Path(config.data.cache_dir) / "downloads")
-    fields = merged_fields(task, fields)
-    return canonical(frame, fields, task.text, task.labels, origin, None, task.drop_labels)
+    return task_reading(config.task, source, fields).load(config)
+
+
+def check_column_names(config: Config, examples: dict[str, pd.DataFrame]) -> None:
+    """DataError for a seeds-table column that two sets or groups of the study, or a set and
+    seedvar itself (the seed, a set's majority share), would name alike: one would overwrite
+    the other. `examples`: the sets, whole."""
+    taken = {SEED_COLUMN: "the seeds table's seed"}
+    taken |= {majority_share_column(name): f"the majority share of {name}" for name in examples}
+    evaluation = config.task.evaluation.items()
+    named = [(f"task.evaluation.{n}", in_distribution_name(n, d)) for n, d in evaluation]
+    for name, diagnostic in config.diagnostics.items():
+        columns = diagnostic_columns(name, diagnostic, examples[name])
+        named += [(f"diagnostics.{name}", column.name) for column, _ in columns]
+    for where, column in named:
+        if column in taken:
+            raise DataError(
+                f"{where}: its column {column!r} is also {taken[column]}; name them apart: put "
+                '{group} in a group\'s column template (e.g. column: "{set}/{group}/{value}"), '
+                "or give the set (or its overall) another column"
+            )
+        taken[column] = f"a column of {where}"
 
 
 def check_headline(examples: pd.DataFrame, diagnostic: Diagnostic, name: str) -> None:
@@ -114,17 +219,14 @@ def augmentation(config: Config, diagnostics: dict[str, pd.DataFrame]) -> pd.Dat
     in the diagnostic set it must be disjoint from."""
     task, declared = config.task, config.task.augmentation
     assert declared is not None  # the config's checks: augment_examples needs an augmentation
-    frame, origin = read_source(declared.source, Path(config.data.cache_dir) / "downloads")
-    groups = {declared.stratify: False} if declared.stratify else None
-    fields = merged_fields(task, declared.fields)
-    examples = canonical(frame, fields, task.text, declared.labels, origin, groups)
+    examples = augmentation_reading(task, declared).load(config)
     chosen = subsample(examples, config.data.augment_examples, stratify=declared.stratify)
     if declared.disjoint_from:
         held_out = diagnostics[declared.disjoint_from]
         leaked = set(_pairs(chosen, task.text)) & set(_pairs(held_out, task.text))
         if leaked:
             raise DataError(
-                f"{origin}: {len(leaked)} of its pairs are in the diagnostic set "
+                f"{declared.source}: {len(leaked)} of its pairs are in the diagnostic set "
                 f"{declared.disjoint_from}; point task.augmentation.source at a set disjoint "
                 "from it"
             )

@@ -9,15 +9,17 @@ from __future__ import annotations
 import hashlib
 import os
 import urllib.request
+from collections.abc import Collection
 from pathlib import Path
 
 import pandas as pd
 
 from seedvar.data.io import read_table
-from seedvar.declared import Diagnostic, Fields
+from seedvar.declared import Diagnostic, Fields, close_match
 from seedvar.errors import DataError, first_line
 
 HUB = "hub:"
+REMOTE = (HUB, "http://", "https://")  # sources read through the network
 OFFLINE_HINT = (
     "without network, use an offline profile (--profile cpu, which reads data/offline/) or "
     "point the set's source at a file"
@@ -47,36 +49,63 @@ def canonical(
     """Bring a raw table to the canonical schema. `fields`: per canonical field, the source
     columns tried in order; `groups`: the group columns to keep (True: optional, None where the
     table has none); `drop_labels`: label values that mark rows without a label."""
-    column = {name: _found(frame, options) for name, options in fields.items()}
-    needed = [*text, "label", *[g for g, optional in (groups or {}).items() if not optional]]
-    missing = [name for name in needed if column.get(name, _found(frame, [name])) is None]
-    if missing:
-        tried = "; ".join(f"{n}: {fields.get(n, [n])}" for n in missing)
-        raise DataError(
-            f"{origin}: no column for {', '.join(missing)} (tried {tried}); found "
-            f"{', '.join(map(str, frame.columns))}: add the column's name to the set's fields"
-        )
-    label_column = column.get("label") or "label"
+    require_columns(list(map(str, frame.columns)), fields, needed_fields(text, groups), origin)
+    column = {name: source_column(frame.columns, fields, name) for name in [*text, "label"]}
+    column["id"] = source_column(frame.columns, fields, "id")
+    label_column = column["label"] or "label"
     if drop_labels:
-        frame = frame[~frame[label_column].astype(str).str.strip().isin(drop_labels)]
+        frame = frame[~dropped(frame[label_column], drop_labels)]
     if frame.empty:
         raise DataError(f"{origin}: no labelled examples left; is this a test file?")
-    id_column = column.get("id")
+    id_column = column["id"]
     ids = frame[id_column] if id_column else pd.Series(range(len(frame)), index=frame.index)
     result = pd.DataFrame({"id": [str(value) for value in ids]})
     for name in text:
-        result[name] = frame[column.get(name) or name].to_list()
+        result[name] = frame[column[name]].to_list()
     result["label"] = map_labels(frame[label_column], labels, origin).to_list()
     for group in groups or {}:
-        source = column.get(group, _found(frame, [group]))
+        source = source_column(frame.columns, fields, group)
         values = frame[source].to_list() if source else [None] * len(frame)
-        result[group] = [None if pd.isna(v) or v == "" else str(v) for v in values]
+        result[group] = [_group_value(value) for value in values]
     _require_text(result, text, origin)
     return result
 
 
-def _found(frame: pd.DataFrame, options: list[str]) -> str | None:
-    return next((option for option in options if option in frame.columns), None)
+def needed_fields(text: list[str], groups: dict[str, bool] | None) -> list[str]:
+    """The canonical fields a set's source must hold: its text, its label, its groups but the
+    optional ones (`groups`: group -> optional)."""
+    return [*text, "label", *[g for g, optional in (groups or {}).items() if not optional]]
+
+
+def require_columns(columns: list[str], fields: Fields, needed: list[str], origin: str) -> None:
+    """DataError naming every field of `needed` that none of `columns` holds (a field's columns
+    are tried as `fields` lists them, else its own name)."""
+    missing = [name for name in needed if source_column(columns, fields, name) is None]
+    if missing:
+        tried = "; ".join(f"{n}: {fields.get(n, [n])}" for n in missing)
+        found = ", ".join(columns[:12]) + (", ..." if len(columns) > 12 else "")
+        raise DataError(
+            f"{origin}: no column for {', '.join(missing)} (tried {tried}); found {found}: add "
+            "the column's name to the set's fields"
+        )
+
+
+def source_column(columns: Collection[str], fields: Fields, name: str) -> str | None:
+    """The column of a source that holds the canonical field `name` (None: none)."""
+    return next((option for option in fields.get(name, [name]) if option in columns), None)
+
+
+def dropped(labels: pd.Series, drop_labels: list[str]) -> pd.Series:
+    """Which label values mark a row without a label (`drop_labels`)."""
+    return labels.astype(str).str.strip().isin(drop_labels)
+
+
+def _group_value(value: object) -> str | None:
+    """A group value as text; None where there is none. A whole number reads as its digits
+    (1, not 1.0: a column of integers with a gap is read as floats)."""
+    if pd.isna(value) or value == "":
+        return None
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def map_labels(values: pd.Series, names: list[str], origin: str) -> pd.Series:
@@ -84,13 +113,21 @@ def map_labels(values: pd.Series, names: list[str], origin: str) -> pd.Series:
     by_name = {name: index for index, name in enumerate(names)}
     by_name.update({str(index): index for index in range(len(names))})
     mapped = values.map(lambda value: by_name.get(str(value).strip()))
-    unknown = sorted({str(value) for value in values[mapped.isna()]})
-    if unknown:
-        raise DataError(
-            f"{origin}: unknown label value(s) {', '.join(map(repr, unknown[:5]))}; "
-            f"expected {', '.join(names)} or 0-{len(names) - 1}"
-        )
-    return mapped.astype("int64")
+    unknown = sorted({str(value).strip() for value in values[mapped.isna()]})
+    if not unknown:
+        return mapped.astype("int64")
+    found = {str(value).strip() for value in values}
+    for name in names:
+        close = None if name in found else close_match(name, unknown)
+        if close:
+            raise DataError(
+                f"{origin}: the declared label {name!r} is none of its label values "
+                f"({', '.join(sorted(found)[:8])}); did you mean {close!r}? fix the labels"
+            )
+    raise DataError(
+        f"{origin}: unknown label value(s) {', '.join(map(repr, unknown[:5]))}; "
+        f"expected {', '.join(names)} or 0-{len(names) - 1}"
+    )
 
 
 def _require_text(examples: pd.DataFrame, text: list[str], origin: str) -> None:
