@@ -228,6 +228,8 @@ def test_a_disabled_augmentation_is_not_checked_against_the_diagnostic_sets():
     assert list(load_config(None, without_hans, profile="demo").diagnostics) == ["snli"]
     with pytest.raises(ConfigError, match="disjoint_from: 'hans' is not a diagnostic set"):
         load_config(None, [*without_hans, "data.augment_examples=100"], profile="demo")
+    with pytest.raises(ConfigError, match="no diagnostic set is left, and a study needs one"):
+        load_config(None, ["diagnostics.hans=null"], profile="demo")  # its only one
 
 
 @pytest.mark.parametrize(

@@ -240,7 +240,7 @@ class Config(Section):
     factorial: FactorialConfig = Field(FactorialConfig(), json_schema_extra=OUTSIDE_RECIPE)
     model: ModelConfig
     task: Task
-    diagnostics: dict[str, Diagnostic] = Field(min_length=1)
+    diagnostics: dict[str, Diagnostic]
     reference: Reference | None = Field(default=None, json_schema_extra=OUTSIDE_RECIPE)
     data: DataConfig
     train: TrainConfig
@@ -248,6 +248,16 @@ class Config(Section):
     sweep: SweepConfig = Field(json_schema_extra=OUTSIDE_RECIPE)
     ray: RayConfig = Field(json_schema_extra=OUTSIDE_RECIPE)
     output_dir: str = Field(json_schema_extra=OUTSIDE_RECIPE)
+
+    @field_validator("diagnostics")
+    @classmethod
+    def _some_diagnostic(cls, diagnostics: dict[str, Diagnostic]) -> dict[str, Diagnostic]:
+        if not diagnostics:
+            raise ValueError(
+                "no diagnostic set is left, and a study needs one: keep one, or declare your "
+                "own in params.yaml (docs/declaring.md)"
+            )
+        return diagnostics
 
     @field_validator("seeds")
     @classmethod
