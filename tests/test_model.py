@@ -17,6 +17,7 @@ from seedvar.data.tokenized import tokenize_cached
 from seedvar.pretrained import TINY_RANDOM, load_model, load_tokenizer
 from seedvar.training import device
 from seedvar.training.datamodule import NLIDataModule
+from seedvar.training.dropout import BitDropout, bit_dropout, keep_mask
 from seedvar.training.module import NLIClassifier
 from seedvar.training.predict import predict_logits
 from tests.conftest import OFFLINE
@@ -211,3 +212,63 @@ def test_bf16_asked_for_on_a_cpu_without_it_is_warned_about_and_auto_is_not(monk
             "train.precision=bf16-mixed and train.eval_precision=bf16 on"
         )
     assert device.slow_bf16_here(load_config(None, ["train.accelerator=cpu"])) is None
+
+
+def test_bit_dropout_masks_drop_at_the_models_rate_and_follow_the_seed():
+    torch.manual_seed(0)
+    first = keep_mask(torch.Size([1000, 1000]), 0.1)
+    torch.manual_seed(0)
+    again = keep_mask(torch.Size([1000, 1000]), 0.1)
+    torch.manual_seed(1)
+    other = keep_mask(torch.Size([1000, 1000]), 0.1)
+    assert torch.equal(first, again) and not torch.equal(first, other)
+    dropped_share = 1 - first.float().mean().item()
+    assert abs(dropped_share - 6554 / 65536) < 4 * (0.1 * 0.9 / 1e6) ** 0.5  # 4 standard errors
+    assert keep_mask(torch.Size([7]), 0.0).all()
+
+
+def _padded_pairs() -> dict[str, torch.Tensor]:
+    """16 real MNLI pairs of different lengths, padded to the longest."""
+    raw, origin = read_source(str(OFFLINE / "mnli" / "validation_matched.parquet"), OFFLINE)
+    frame = canonical(raw, TASK.fields, TASK.text, LABELS, origin).head(16)
+    tokenizer = load_tokenizer(TINY_RANDOM)
+    texts = [frame[field].tolist() for field in TASK.text]
+    return dict(tokenizer(*texts, padding=True, return_tensors="pt"))
+
+
+def test_training_with_bit_dropout_computes_the_models_attention_and_leaves_it_as_it_was(
+    tmp_path: Path,
+):
+    batch = _padded_pairs()
+    assert (batch["attention_mask"] == 0).any()  # padding the attention must mask
+    model = load_model(TINY_RANDOM, 0, LABELS).eval()
+    with torch.no_grad():
+        plain = model(**batch).logits
+    for module in model.modules():  # dropout that keeps every element: the math path alone
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 1e-9
+    with bit_dropout(model), torch.no_grad():
+        model.train()
+        assert model.config._attn_implementation == "seedvar_bit_dropout"
+        assert not any(type(m) is torch.nn.Dropout for m in model.modules())
+        masked = model(**batch).logits
+    torch.testing.assert_close(masked, plain, atol=1e-5, rtol=1e-5)
+    assert model.config._attn_implementation == "sdpa"
+    assert all(type(m) is not BitDropout for m in model.modules())
+    model.save_pretrained(tmp_path)
+    assert "seedvar_bit_dropout" not in (tmp_path / "config.json").read_text()
+
+
+def test_bit_dropout_drops_while_training_and_a_seed_repeats_it():
+    batch = _padded_pairs()
+    model = load_model(TINY_RANDOM, 0, LABELS).train()
+    with bit_dropout(model), torch.no_grad():
+        torch.manual_seed(5)
+        first = model(**batch).logits
+        torch.manual_seed(5)
+        again = model(**batch).logits
+        second = model(**batch).logits
+        model.eval()
+        without = model(**batch).logits
+    assert torch.equal(first, again) and not torch.equal(first, second)
+    assert not torch.allclose(first, without)

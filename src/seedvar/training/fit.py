@@ -6,6 +6,7 @@ import logging
 import math
 import os
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 
 import datasets
@@ -22,6 +23,7 @@ from seedvar.metrics import validation_key
 from seedvar.pretrained import load_model
 from seedvar.training.datamodule import NLIDataModule
 from seedvar.training.device import resolve_precision, slow_bf16_here, use_gpu
+from seedvar.training.dropout import bit_dropout
 from seedvar.training.module import NLIClassifier
 
 
@@ -83,7 +85,8 @@ def fine_tune(
         enable_progress_bar=bars,
         callbacks=[*([TQDMProgressBar()] if bars else []), AtEachBatch(), *callbacks],
     )
-    with warnings.catch_warnings():  # Lightning 2.6 calls a torch API torch 2.13 deprecates
+    masks = nullcontext() if use_gpu(config) else bit_dropout(module.model)
+    with warnings.catch_warnings(), masks:  # Lightning 2.6 calls an API torch 2.13 deprecates
         warnings.filterwarnings("ignore", module="lightning.pytorch.utilities._pytree")
         try:
             # our own resume checkpoint (optimizer and sampler state): not weights only
