@@ -13,6 +13,7 @@ from mlflow.tracking import MlflowClient
 from seedvar.scale.cluster import SeedResources, this_machine
 from tests.conftest import (
     QUICK,
+    commit,
     dvc_project,
     run_command,
     run_ok,
@@ -20,6 +21,7 @@ from tests.conftest import (
     set_params,
     stages_ran,
 )
+from tests.test_own_set import MINE, write_challenge_set
 
 pytestmark = pytest.mark.slow
 
@@ -149,6 +151,45 @@ def test_the_paper_study_without_the_hub_stops_before_any_work(
     errors = [line for line in done.stderr.splitlines() if line.startswith("seedvar: error:")]
     assert len(errors) == 1 and "cannot be reached" in errors[0], output
     assert "make study PROFILE=cpu" in errors[0]
+
+
+def test_a_declared_file_is_a_dependency_of_the_stage_that_reads_it(
+    tmp_path: Path, dvc_environment: None
+):
+    """A diagnostic set of the user's own, declared in params.yaml from a CSV in data/: once
+    prepared, editing the CSV is a changed dependency of the prepare stage."""
+    mine = {**MINE, "source": "data/mine/test.csv"}
+    project = dvc_project(tmp_path, profile="smoke", diagnostics={"mine": mine})
+    (project / "data" / "mine").mkdir()
+    frame = write_challenge_set(project / "data" / "mine" / "test.csv")
+    commit(project, "my own set")
+    run_ok("dvc", "repro", "prepare", cwd=project)
+    assert len(pd.read_parquet(project / "prepared" / "mine.parquet")) == len(frame)
+    status = ("dvc", "status", "prepare")
+    assert "up to date" in run_ok(*status, cwd=project, timeout=QUICK)
+
+    frame.loc[0, "verdict"] = {"entailment": "non-entailment"}.get(
+        frame.loc[0, "verdict"], "entailment"
+    )
+    frame.to_csv(project / "data" / "mine" / "test.csv", index=False)
+    changed = run_ok(*status, cwd=project, timeout=QUICK)
+    assert "prepare:" in changed and "modified:" in changed and "data" in changed, changed
+
+
+def test_a_declared_file_outside_data_stops_the_stage_in_one_line(
+    tmp_path: Path, dvc_environment: None
+):
+    project = dvc_project(tmp_path, profile="smoke", diagnostics={"mine": MINE})  # mine.csv
+    write_challenge_set(project / "mine.csv")
+    done = run_command(["dvc", "repro", "prepare"], cwd=project, timeout=QUICK)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("seedvar: error:")]
+    assert errors == [
+        "seedvar: error: diagnostics.mine.source: mine.csv: not inside the project's data/ "
+        "folder, so DVC would not see the file change; move it into data/ (e.g. data/mine/) "
+        "and point the setting there"
+    ], done.stderr
+    assert not (project / "prepared").exists()
 
 
 SMOKE_SIZE = {  # an offline study's declaration, at the smoke profile's size

@@ -18,7 +18,7 @@ from seedvar.config import Config, load_config, profile_names
 from seedvar.declared import shown_columns
 from seedvar.errors import ConfigError, SeedvarError
 from seedvar.interrupts import catch_interrupts, stop_with_starters
-from seedvar.preflight import preflight
+from seedvar.preflight import preflight, require_tracked
 
 DEFAULT_PARAMS = Path("params.yaml")
 
@@ -165,6 +165,7 @@ def setting(tree: dict[str, Any], key: str) -> Any:
 
 def _prepare(args: argparse.Namespace) -> int:
     config = _config(args)
+    require_tracked(config)
     preflight(config)
     from seedvar.data.prepared import build_inputs, save_inputs
 
@@ -228,6 +229,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _aggregate(args: argparse.Namespace) -> int:
     config = _config(args)
+    require_tracked(config)  # its reference
     from seedvar.study.aggregate import aggregate
 
     aggregate(config, Path(config.output_dir), args.results)
