@@ -11,6 +11,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from seedvar.scale.cluster import SeedResources, this_machine
+from seedvar.study.aggregate import read_headline
 from tests.conftest import (
     QUICK,
     commit,
@@ -74,12 +75,26 @@ def test_dvc_repro_runs_the_study_and_reruns_only_what_changed(reproduced: tuple
     assert f"3 of 3 seeds to train (0 finished before), up to {at_once(3)} at once" in first
     seeds = pd.read_csv(project / "results" / "seeds.csv")
     assert seeds["seed"].tolist() == [0, 1, 2] and "ln_subject/object_swap" in seeds
-    headline = json.loads((project / "results" / "headline.json").read_text())
+    headline = read_headline(project / "results" / "headline")
     assert headline["seeds"]["count"] == 3 and "hans/lexical_nonent" in headline
     assert headline["verdict"]["outcome"] == "inconclusive"  # 3 seeds: never conclusive
     for name in ("report.html", "report.md", "groups.png", "std.svg"):
         assert (project / "report" / name).is_file()
-    assert "mnli/matched_accuracy" in run_ok("dvc", "metrics", "show", cwd=project)
+    metrics = run_ok("dvc", "metrics", "show", cwd=project).splitlines()
+    assert max(map(len, metrics)) <= 120, "\n".join(metrics)  # a row per headline column
+    assert metrics[0].split() == ["Path", "count", "max", "mean", "min", "outcome", "std"]
+    assert [row.split()[0] for row in metrics[1:]] == [
+        f"results/headline/{key}.json"
+        for key in (
+            "hans/constituent_nonent",
+            "hans/lexical_nonent",
+            "hans/ln_subject/object_swap",
+            "hans/subseq_nonent",
+            "mnli/matched_accuracy",
+            "seeds",
+            "verdict",
+        )
+    ]
     lock = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
     assert [out["path"] for out in lock["train"]["outs"]] == ["runs"]  # its own output, whole
     assert "persist" not in (project / "dvc.yaml").read_text()
