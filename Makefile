@@ -23,8 +23,8 @@ help:  ## list the targets
 
 study: $(STAMP)  ## the study: `dvc repro` (params.yaml); PROFILE=cpu|paper|smoke: that profile's study
 ifdef PROFILE
-	$(DVC) exp run -S profile=$(PROFILE) -S "seeds=$$(python -c 'from seedvar.config import \
-	  load_config; print(load_config(None, profile="$(PROFILE)").seeds)' | tr -d ' ')"
+	seeds=$$(seedvar config --no-params --profile $(PROFILE) --get seeds) && \
+	  $(DVC) exp run -S profile=$(PROFILE) -S "seeds=$$seeds"
 else
 	$(DVC) repro
 endif

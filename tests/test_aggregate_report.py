@@ -13,7 +13,7 @@ from scipy import stats
 
 from seedvar.config import Config, load_config
 from seedvar.errors import SeedvarError
-from seedvar.study.aggregate import aggregate, flat_headline
+from seedvar.study.aggregate import aggregate, flat_headline, read_headline
 from seedvar.study.components import DRAWS
 from seedvar.study.evaluate import prediction_frame, prediction_metrics
 from seedvar.study.report import plot_groups, plot_scatter, write_report
@@ -120,7 +120,7 @@ def test_aggregate_writes_every_table(results):
     flat = flat_headline(results_dir)
     assert flat["study/mnli/matched_accuracy/mean"] == pytest.approx(seeds["MNLI dev acc."].mean())
     assert flat["study/seeds/count"] == 4 and "study/verdict/outcome" not in flat
-    headline = json.loads((results_dir / "headline.json").read_text())
+    headline = read_headline(results_dir / "headline")
     assert set(headline) == {
         "mnli/matched_accuracy",
         "hans/lexical_nonent",

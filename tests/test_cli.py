@@ -162,3 +162,14 @@ def test_a_model_the_reachable_hub_does_not_have_is_named(study_dir: Path, capsy
 def test_config_prints_integer_bounds_as_integers(study_dir: Path, capsys: pytest.CaptureFixture):
     assert main(["config", "--profile", "cpu"]) == 0
     assert "      high: 3000\n      log: false\n      step: 500\n" in capsys.readouterr().out
+
+
+def test_config_gets_one_setting_as_json(study_dir: Path, capsys: pytest.CaptureFixture):
+    assert main(["config", "--no-params", "--profile", "smoke", "--get", "seeds"]) == 0
+    assert capsys.readouterr().out == "[0,1,2]\n"
+    assert main(["config", "--profile", "smoke", "--get", "train.nope"]) == 2
+    error = capsys.readouterr().err
+    assert (
+        error
+        == "seedvar: error: --get train.nope: no such setting; `seedvar config` lists them all\n"
+    )

@@ -33,6 +33,21 @@ def test_a_new_task_replaces_the_task_and_keeps_the_diagnostic_sets():
     assert list(dropped.diagnostics) == ["hans"]
 
 
+def test_the_local_files_are_the_declared_files_not_urls_or_hub_sets():
+    """What the DVC stages must see change (preflight.require_tracked)."""
+    assert load_config(None, profile="paper").local_files() == {
+        "reference.runs": "data/offline/reference/mccoy2020_runs.csv"  # the rest: hub, https
+    }
+    assert load_config(
+        None, ["diagnostics.hans.source=data/mine/hans.csv"], "rte"
+    ).local_files() == {
+        "task.train": "data/offline/rte/train.parquet",
+        "task.evaluation.rte.source": "data/offline/rte/validation.parquet",
+        "diagnostics.hans.source": "data/mine/hans.csv",
+        "diagnostics.glue_diagnostic.source": "data/offline/glue_diagnostic/ax_b.parquet",
+    }
+
+
 def test_precedence_profile_file_overrides(tmp_path: Path):
     params = tmp_path / "params.yaml"
     params.write_text("profile: cpu\ntrain:\n  epochs: 2\n  learning_rate: 3e-5\n")

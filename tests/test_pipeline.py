@@ -11,8 +11,10 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from seedvar.scale.cluster import SeedResources, this_machine
+from seedvar.study.aggregate import read_headline
 from tests.conftest import (
     QUICK,
+    commit,
     dvc_project,
     run_command,
     run_ok,
@@ -20,6 +22,7 @@ from tests.conftest import (
     set_params,
     stages_ran,
 )
+from tests.test_own_set import MINE, write_challenge_set
 
 pytestmark = pytest.mark.slow
 
@@ -72,12 +75,26 @@ def test_dvc_repro_runs_the_study_and_reruns_only_what_changed(reproduced: tuple
     assert f"3 of 3 seeds to train (0 finished before), up to {at_once(3)} at once" in first
     seeds = pd.read_csv(project / "results" / "seeds.csv")
     assert seeds["seed"].tolist() == [0, 1, 2] and "ln_subject/object_swap" in seeds
-    headline = json.loads((project / "results" / "headline.json").read_text())
+    headline = read_headline(project / "results" / "headline")
     assert headline["seeds"]["count"] == 3 and "hans/lexical_nonent" in headline
     assert headline["verdict"]["outcome"] == "inconclusive"  # 3 seeds: never conclusive
     for name in ("report.html", "report.md", "groups.png", "std.svg"):
         assert (project / "report" / name).is_file()
-    assert "mnli/matched_accuracy" in run_ok("dvc", "metrics", "show", cwd=project)
+    metrics = run_ok("dvc", "metrics", "show", cwd=project).splitlines()
+    assert max(map(len, metrics)) <= 120, "\n".join(metrics)  # a row per headline column
+    assert metrics[0].split() == ["Path", "count", "max", "mean", "min", "outcome", "std"]
+    assert [row.split()[0] for row in metrics[1:]] == [
+        f"results/headline/{key}.json"
+        for key in (
+            "hans/constituent_nonent",
+            "hans/lexical_nonent",
+            "hans/ln_subject/object_swap",
+            "hans/subseq_nonent",
+            "mnli/matched_accuracy",
+            "seeds",
+            "verdict",
+        )
+    ]
     lock = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
     assert [out["path"] for out in lock["train"]["outs"]] == ["runs"]  # its own output, whole
     assert "persist" not in (project / "dvc.yaml").read_text()
@@ -149,6 +166,45 @@ def test_the_paper_study_without_the_hub_stops_before_any_work(
     errors = [line for line in done.stderr.splitlines() if line.startswith("seedvar: error:")]
     assert len(errors) == 1 and "cannot be reached" in errors[0], output
     assert "make study PROFILE=cpu" in errors[0]
+
+
+def test_a_declared_file_is_a_dependency_of_the_stage_that_reads_it(
+    tmp_path: Path, dvc_environment: None
+):
+    """A diagnostic set of the user's own, declared in params.yaml from a CSV in data/: once
+    prepared, editing the CSV is a changed dependency of the prepare stage."""
+    mine = {**MINE, "source": "data/mine/test.csv"}
+    project = dvc_project(tmp_path, profile="smoke", diagnostics={"mine": mine})
+    (project / "data" / "mine").mkdir()
+    frame = write_challenge_set(project / "data" / "mine" / "test.csv")
+    commit(project, "my own set")
+    run_ok("dvc", "repro", "prepare", cwd=project)
+    assert len(pd.read_parquet(project / "prepared" / "mine.parquet")) == len(frame)
+    status = ("dvc", "status", "prepare")
+    assert "up to date" in run_ok(*status, cwd=project, timeout=QUICK)
+
+    frame.loc[0, "verdict"] = {"entailment": "non-entailment"}.get(
+        frame.loc[0, "verdict"], "entailment"
+    )
+    frame.to_csv(project / "data" / "mine" / "test.csv", index=False)
+    changed = run_ok(*status, cwd=project, timeout=QUICK)
+    assert "prepare:" in changed and "modified:" in changed and "data" in changed, changed
+
+
+def test_a_declared_file_outside_data_stops_the_stage_in_one_line(
+    tmp_path: Path, dvc_environment: None
+):
+    project = dvc_project(tmp_path, profile="smoke", diagnostics={"mine": MINE})  # mine.csv
+    write_challenge_set(project / "mine.csv")
+    done = run_command(["dvc", "repro", "prepare"], cwd=project, timeout=QUICK)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("seedvar: error:")]
+    assert errors == [
+        "seedvar: error: diagnostics.mine.source: mine.csv: not inside the project's data/ "
+        "folder, so DVC would not see the file change; move it into data/ (e.g. data/mine/) "
+        "and point the setting there"
+    ], done.stderr
+    assert not (project / "prepared").exists()
 
 
 SMOKE_SIZE = {  # an offline study's declaration, at the smoke profile's size

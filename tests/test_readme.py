@@ -53,6 +53,19 @@ def test_make_study_with_a_profile_runs_that_profiles_seeds(project: Path):
     assert "dvc exp run -S profile=cpu -S seeds=[0,1,2,3,4,5,6,7,8,9,10,11]" in output
 
 
+def test_make_study_with_a_misspelled_profile_is_one_line_and_runs_no_dvc(project: Path):
+    before = run_ok("git", "status", "--porcelain", cwd=project, timeout=QUICK)
+    done = run_command(make("study", "PROFILE=cpuu"), cwd=project, timeout=QUICK)
+    assert done.returncode != 0 and "Traceback" not in done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("seedvar: error:")]
+    assert errors == [
+        "seedvar: error: unknown profile 'cpuu'; choose one of cpu, demo, paper, rte, smoke"
+    ], done.stderr
+    assert "ERROR" not in done.stderr  # DVC's own errors: it did not run
+    after = run_ok("git", "status", "--porcelain", cwd=project, timeout=QUICK)
+    assert after == before and not (project / "dvc.lock").exists()  # params.yaml as it was
+
+
 def test_make_study_of_the_paper_without_the_hub_stops_before_any_work(project: Path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = run_command(make("study", "PROFILE=paper"), cwd=project, env=env, timeout=QUICK)

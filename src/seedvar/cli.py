@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -18,7 +19,7 @@ from seedvar.data.sets import check_headers
 from seedvar.declared import shown_columns
 from seedvar.errors import ConfigError, SeedvarError
 from seedvar.interrupts import catch_interrupts, stop_with_starters
-from seedvar.preflight import preflight
+from seedvar.preflight import preflight, require_tracked
 
 DEFAULT_PARAMS = Path("params.yaml")
 
@@ -31,8 +32,8 @@ def _config_arguments(parser: argparse.ArgumentParser) -> None:
     _path_option(parser, "--params", str(DEFAULT_PARAMS), "params file (without one: defaults)")
     parser.add_argument(
         "--profile",
-        choices=profile_names(),
-        help="settings bundle; overrides `profile` in the params file (which defaults to paper)",
+        help=f"settings bundle ({', '.join(profile_names())}); overrides `profile` in the "
+        "params file (which defaults to paper)",
     )
     parser.add_argument(
         "--set",
@@ -54,7 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
         _config_arguments(sub)
         return sub
 
-    command("config", "print the resolved configuration a command would run with (YAML)")
+    show = command("config", "print the resolved configuration a command would run with (YAML)")
+    show.add_argument(
+        "--no-params",
+        action="store_true",
+        help="ignore the params file: defaults < profile < --set",
+    )
+    show.add_argument(
+        "--get", metavar="KEY", help="print only this setting, as JSON (e.g. seeds, train.epochs)"
+    )
 
     prepare = command("prepare", "load and tokenize a study's sets once")
     _path_option(prepare, "--output", "prepared", "where the prepared sets go")
@@ -137,14 +146,28 @@ def _print_summary(config: Config, metrics: dict[str, float]) -> None:
 
 
 def _show_config(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = load_config(None, args.overrides, args.profile) if args.no_params else _config(args)
+    if args.get is not None:  # one setting, for scripts (the Makefile's seeds)
+        print(json.dumps(setting(config.model_dump(mode="json"), args.get), separators=(",", ":")))
+        return 0
     check_headers(config)  # a declared column the local files lack: here, not after a load
     print(yaml.safe_dump(config.model_dump(), sort_keys=False), end="")
     return 0
 
 
+def setting(tree: dict[str, Any], key: str) -> Any:
+    """The value at a dotted key of the resolved settings; ConfigError naming a missing key."""
+    value: Any = tree
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise ConfigError(f"--get {key}: no such setting; `seedvar config` lists them all")
+        value = value[part]
+    return value
+
+
 def _prepare(args: argparse.Namespace) -> int:
     config = _config(args)
+    require_tracked(config)
     preflight(config)
     from seedvar.data.prepared import build_inputs, save_inputs
 
@@ -208,6 +231,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _aggregate(args: argparse.Namespace) -> int:
     config = _config(args)
+    require_tracked(config)  # its reference
     from seedvar.study.aggregate import aggregate
 
     aggregate(config, Path(config.output_dir), args.results)

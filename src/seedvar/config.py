@@ -306,6 +306,14 @@ class Config(Section):
             found["task.augmentation.source"] = task.augmentation.source
         return found
 
+    def local_files(self) -> dict[str, str]:
+        """Every file of this machine the study reads, by its setting: its sources that are
+        neither a URL nor a hub set, and the published reference's runs."""
+        found = {key: source for key, source in self.sources().items() if not remote(source)}
+        if self.reference is not None:
+            found["reference.runs"] = self.reference.runs
+        return found
+
     def recipe(self, per_seed: bool = True) -> dict[str, Any]:
         """Dotted settings that decide a seed's result (every hash, one-recipe check and
         logged recipe derives from this); `per_seed=False`: the study's, without the seed."""
@@ -356,6 +364,11 @@ class Config(Section):
         """Dotted keys to values (all but the sweep and ray sections), for logging as
         parameters."""
         return _flatten(self.model_dump(exclude={"sweep", "ray"}))
+
+
+def remote(source: str) -> bool:
+    """Whether a source is read from the network (an http(s) URL or hub:...), not a file."""
+    return source.startswith(("hub:", "http://", "https://"))
 
 
 def _recipe_of(section: BaseModel, per_seed: bool, prefix: str = "") -> dict[str, Any]:

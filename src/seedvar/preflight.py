@@ -3,11 +3,11 @@ transformers): a user's mistake is told in a second, not after a quarter of a mi
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from seedvar.config import Config
+from seedvar.config import Config, remote
 from seedvar.data.sets import check_headers
-from seedvar.data.sources import REMOTE
 from seedvar.errors import DataError
 from seedvar.hub import require_hub
 
@@ -27,10 +27,31 @@ def require_files(config: Config) -> None:
     missing = [
         f"{source}: file not found ({key})"
         for key, source in config.sources().items()
-        if not source.startswith(REMOTE) and not Path(source).is_file()
+        if not remote(source) and not Path(source).is_file()
     ]
     if missing:
         raise DataError(
             f"{'; '.join(missing)}; check the source in params.yaml or --set, and run from "
             "the project's folder (where data/offline/ is)"
+        )
+
+
+TRACKED = Path("data")  # the folder dvc.yaml's prepare, aggregate and report stages depend on
+
+
+def require_tracked(config: Config) -> None:
+    """Where DVC runs the command, DataError naming every declared file outside data/: the
+    stages that read one depend on data/ as a whole, and DVC does not look elsewhere (nor into
+    a folder linked into data/; a linked file it follows)."""
+    if not os.environ.get("DVC_STAGE"):
+        return
+    outside = [
+        f"{key}: {path}"
+        for key, path in config.local_files().items()
+        if not Path(path).parent.resolve().is_relative_to(TRACKED.resolve())
+    ]
+    if outside:
+        raise DataError(
+            f"{'; '.join(outside)}: not inside the project's data/ folder, so DVC would not see "
+            "the file change; move it into data/ (e.g. data/mine/) and point the setting there"
         )

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from seedvar.config import Config
+from seedvar.config import Config, remote
 from seedvar.data.io import cheap_to_read_alone, fingerprint, read_header, read_table, subsample
 from seedvar.data.sources import (
-    REMOTE,
     canonical,
     check_groups,
     dropped,
@@ -125,7 +124,7 @@ class Reading:
         for a column the set needs and the file lacks or a label value not of its labels.
         A source on the hub or the web, or a file not there, is checked when it loads."""
         path = Path(self.source)
-        if self.source.startswith(REMOTE) or not path.is_file():
+        if remote(self.source) or not path.is_file():
             return
         origin = f"{where} ({self.source})"
         columns = read_header(path)

@@ -19,7 +19,6 @@ from seedvar.declared import Diagnostic, Fields, close_match
 from seedvar.errors import DataError, first_line
 
 HUB = "hub:"
-REMOTE = (HUB, "http://", "https://")  # sources read through the network
 OFFLINE_HINT = (
     "without network, use an offline profile (--profile cpu, which reads data/offline/) or "
     "point the set's source at a file"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -31,6 +32,7 @@ from seedvar.study.verdict import (
 )
 
 SCATTER_X, SCATTER_Y = "in-distribution accuracy", "diagnostic accuracy"  # results/scatter.csv
+HEADLINE = "headline"  # results/headline/: the study's DVC metrics, a file per headline entry
 
 
 def seed_table(runs_dir: Path, seeds: list[int], first: Sequence[str] = ()) -> pd.DataFrame:
@@ -99,7 +101,7 @@ def correct_matrix(
 
 
 def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, object]:
-    """Write seeds.csv, summary.json, verdict.json, headline.json, correlations, agreement
+    """Write seeds.csv, summary.json, verdict.json, the headline, correlations, agreement
     (per set), Multi-Bootstrap (per diagnostic column), the comparison with the published
     reference (where the study declares one) and the scatter of the DVC plot into
     `results_dir`; return the headline. No inf or NaN reaches a JSON file: an undefined number
@@ -161,8 +163,27 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
     }
     headline["seeds"] = {"count": len(seeds)}
     headline["verdict"] = {"outcome": decision.outcome}
-    write_json(results_dir / "headline.json", headline)
+    write_headline(results_dir / HEADLINE, headline)
     return headline
+
+
+def write_headline(folder: Path, headline: dict[str, object]) -> None:
+    """The headline as DVC metrics, one small JSON file per entry, named by its key
+    (`hans/lexical_nonent` -> hans/lexical_nonent.json: mean, std, min, max; seeds.json: the
+    count; verdict.json: the outcome), so that `dvc metrics show` prints a row per column."""
+    shutil.rmtree(folder, ignore_errors=True)
+    for key, values in headline.items():
+        path = folder / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, values)
+
+
+def read_headline(folder: Path) -> dict[str, dict[str, object]]:
+    """The headline `write_headline` wrote, by key."""
+    return {
+        path.relative_to(folder).with_suffix("").as_posix(): json.loads(path.read_text())
+        for path in sorted(folder.rglob("*.json"))
+    }
 
 
 def verdict_record(decision: Verdict, evidence: Evidence) -> dict[str, object]:
@@ -259,8 +280,8 @@ def _finite(content: object) -> object:
 
 
 def flat_headline(results_dir: Path) -> dict[str, float]:
-    """headline.json's numbers as flat MLflow metric keys, e.g. study/hans/lexical_nonent/std."""
-    headline = json.loads((results_dir / "headline.json").read_text())
+    """The headline's numbers as flat MLflow metric keys, e.g. study/hans/lexical_nonent/std."""
+    headline = read_headline(results_dir / HEADLINE)
     return {
         f"study/{column}/{stat}": value
         for column, stats in headline.items()
