@@ -172,16 +172,19 @@ def test_a_declared_file_is_a_dependency_of_the_stage_that_reads_it(
     tmp_path: Path, dvc_environment: None
 ):
     """A diagnostic set of the user's own, declared in params.yaml from a CSV in data/: once
-    prepared, editing the CSV is a changed dependency of the prepare stage."""
+    the study ran, editing the CSV is a changed dependency of the prepare stage, and the next
+    `dvc repro` scores the seed on the edited set (the finished seed of the old one is kept
+    beside it, not published as if it were of the new)."""
     mine = {**MINE, "source": "data/mine/test.csv"}
-    project = dvc_project(tmp_path, profile="smoke", diagnostics={"mine": mine})
+    project = dvc_project(tmp_path, profile="smoke", seeds=[0], diagnostics={"mine": mine})
     (project / "data" / "mine").mkdir()
     frame = write_challenge_set(project / "data" / "mine" / "test.csv")
     commit(project, "my own set")
-    run_ok("dvc", "repro", "prepare", cwd=project)
+    run_ok("dvc", "repro", cwd=project)
     assert len(pd.read_parquet(project / "prepared" / "mine.parquet")) == len(frame)
     status = ("dvc", "status", "prepare")
     assert "up to date" in run_ok(*status, cwd=project, timeout=QUICK)
+    gold_before = pd.read_parquet(project / "runs/seed-0/predictions/mine.parquet")["gold"]
 
     frame.loc[0, "verdict"] = {"entailment": "non-entailment"}.get(
         frame.loc[0, "verdict"], "entailment"
@@ -189,6 +192,13 @@ def test_a_declared_file_is_a_dependency_of_the_stage_that_reads_it(
     frame.to_csv(project / "data" / "mine" / "test.csv", index=False)
     changed = run_ok(*status, cwd=project, timeout=QUICK)
     assert "prepare:" in changed and "modified:" in changed and "data" in changed, changed
+
+    run_ok("dvc", "repro", cwd=project)
+    gold = pd.read_parquet(project / "runs/seed-0/predictions/mine.parquet")["gold"]
+    assert (gold != gold_before).sum() == 1  # scored on the edited set: its one changed label
+    assert len(list((project / ".seedvar/runs/seed-0").iterdir())) == 2  # both seeds kept
+    finished = [r for r in seed_runs(project, 0) if r.info.status == "FINISHED"]
+    assert len(finished) == 2
 
 
 def test_a_declared_file_outside_data_stops_the_stage_in_one_line(

@@ -181,14 +181,14 @@ def _train(args: argparse.Namespace) -> int:
     # with_seed: in a factorial design, the job's pair of seeds
     config = study if args.seed is None else study.with_seed(args.seed)
     preflight(config, data=args.prepared is None)
-    from seedvar.project import work_dir_of
+    from seedvar.project import prepared_data, work_dir_of
     from seedvar.scale.launch import end_orphaned
     from seedvar.study.adopt import adopt
     from seedvar.study.job import SeedJob
     from seedvar.study.lease import DRIVER_TAG, driver_id, lease
     from seedvar.tracking import check_reachable
 
-    job = SeedJob.of(config)
+    job = SeedJob.of(config, data=prepared_data(args.prepared))
     command = f"seedvar train --seed {config.train.seed}"
     job.check_writable()  # before the lease, which writes beside the seeds' work
     with lease(work_dir_of(Path(config.output_dir)), config.study_hash(), command):

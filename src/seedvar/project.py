@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 WORK = ".seedvar"  # beside output_dir: work in progress, finished seeds by recipe, the lease
+MANIFEST = "manifest.json"  # in a folder of prepared inputs: what they were made from
+
+
+def prepared_data(prepared: Path | None) -> dict[str, str] | None:
+    """The content fingerprints of the sets in a folder of prepared inputs (None: no folder)."""
+    if prepared is None or not (prepared / MANIFEST).is_file():
+        return None
+    return json.loads((prepared / MANIFEST).read_text())["fingerprints"]
 
 
 def project_root() -> Path:

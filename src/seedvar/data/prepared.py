@@ -22,8 +22,7 @@ from seedvar.data.sets import StudySets, load_study_sets
 from seedvar.data.tokenized import tokenize_cached
 from seedvar.errors import ConfigError
 from seedvar.pretrained import load_tokenizer
-
-MANIFEST = "manifest.json"
+from seedvar.project import MANIFEST
 
 
 @dataclass(frozen=True)

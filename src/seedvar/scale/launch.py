@@ -23,7 +23,7 @@ from seedvar.config import Config
 from seedvar.declared import primary_column
 from seedvar.errors import RayUnavailableError
 from seedvar.processes import end_recorded
-from seedvar.project import work_dir_of
+from seedvar.project import prepared_data, work_dir_of
 from seedvar.scale.cluster import (
     INSTALL,
     chosen_where_seeds_run,
@@ -117,7 +117,7 @@ def launch(
     with lease(store, config.study_hash(), command):
         end_recorded(record)
         for seed in config.seeds:
-            job = SeedJob(Path(config.output_dir), seed, store=store)
+            job = SeedJob(Path(config.output_dir), seed, store=store, data=prepared_data(prepared))
             entry = job.stored(config.with_seed(seed)) or adopt(job, config.with_seed(seed))
             if entry is not None:
                 job.show(entry)

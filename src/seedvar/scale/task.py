@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from seedvar import progress
 from seedvar.errors import ConfigError, SeedvarError, Superseded, first_line, transient
+from seedvar.project import prepared_data
 from seedvar.scale.protocol import SeedTask, Status, TaskResult
 from seedvar.study.job import PROGRESS, SeedJob
 
@@ -33,7 +34,8 @@ def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> TaskRe
 
     started = time.perf_counter()
     config = task.config
-    job = SeedJob.of(config, store=Path(task.store))
+    prepared = Path(task.prepared) if task.prepared else None
+    job = SeedJob.of(config, store=Path(task.store), data=prepared_data(prepared))
     node = (where or {}).get("ray_node", "")
 
     def ended(status: Status, **more: Any) -> TaskResult:

@@ -4,6 +4,7 @@ taken into the keep, so that no finished seed is trained again."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -15,21 +16,30 @@ import yaml
 
 from seedvar.config import Config, validate
 from seedvar.files import temporary
-from seedvar.study.job import CONFIG, METRICS, SeedJob, link_or_copy, trained_as
+from seedvar.study.job import (
+    CONFIG,
+    DATA,
+    METRICS,
+    SeedJob,
+    data_of,
+    entry_name,
+    link_or_copy,
+    trained_as,
+)
 
 
 def adopt(job: SeedJob, config: Config) -> Path | None:
-    """Keep the seed of `config`'s recipe that output_dir shows, or that DVC recorded there
-    (the workspace's or the last commit's dvc.lock, and the DVC cache, in a DVC repository),
-    when the keep lacks it; where it is kept now, or None."""
+    """Keep the seed of `config`'s recipe (and of the job's data) that output_dir shows, or
+    that DVC recorded there (the workspace's or the last commit's dvc.lock, and the DVC cache,
+    in a DVC repository), when the keep lacks it; where it is kept now, or None."""
     view = job.folder
     if (view / METRICS).is_file():
         recipe = _recipe(config, (view / CONFIG).read_text(), str(view / CONFIG))
-        if recipe is None:
+        data = data_of(view)
+        if recipe is None or not job.same_data(data):
             return None
-        return _keep(
-            job, recipe, lambda into: shutil.copytree(view, into, copy_function=link_or_copy)
-        )
+        copy = partial(shutil.copytree, view, copy_function=link_or_copy)
+        return _keep(job, entry_name(recipe, data), copy)
     if not Path(".dvc").is_dir() or view.is_absolute():
         return None
     from dvc.api import DVCFileSystem
@@ -39,8 +49,11 @@ def adopt(job: SeedJob, config: Config) -> Path | None:
         try:
             fs = DVCFileSystem(".", rev=rev)
             recipe = _recipe(config, fs.read_text(f"{path}/{CONFIG}"), f"{path}/{CONFIG} (DVC)")
-            if recipe is not None and fs.exists(f"{path}/{METRICS}"):
-                return _keep(job, recipe, partial(_get, fs, path))
+            data = (
+                json.loads(fs.read_text(f"{path}/{DATA}")) if fs.exists(f"{path}/{DATA}") else None
+            )
+            if recipe is not None and job.same_data(data) and fs.exists(f"{path}/{METRICS}"):
+                return _keep(job, entry_name(recipe, data), partial(_get, fs, path))
         except Exception:  # noqa: BLE001 (DVC's own: not recorded, not pulled, no commit)
             continue
     return None
@@ -56,9 +69,9 @@ def _recipe(config: Config, text: str, source: str) -> str | None:
     return trained.hash() if trained_as(trained, config) else None
 
 
-def _keep(job: SeedJob, recipe: str, fill: Callable[[Path], object]) -> Path:
-    """Fill a new folder of the keep with the seed of `recipe`, moved into place at once."""
-    entry = job.recipes / recipe
+def _keep(job: SeedJob, name: str, fill: Callable[[Path], object]) -> Path:
+    """Fill a new folder of the keep (`name`: see `entry_name`), moved into place at once."""
+    entry = job.recipes / name
     staging = temporary(entry)
     entry.parent.mkdir(parents=True, exist_ok=True)
     fill(staging)

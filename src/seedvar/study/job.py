@@ -28,6 +28,7 @@ atomic on local and network file systems, not on file locks.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -60,6 +61,7 @@ FULL_DISK_TEXT = ("No space left on device", "file write failed")  # torch and s
 METRICS = "metrics.json"
 COLUMNS = "columns.json"  # each metric's column: name, MLflow key, set, size
 CONFIG = "config.yaml"
+DATA = "data.json"  # the content fingerprints of the sets the seed was trained and scored on
 TRAJECTORY = "trajectory.csv"  # step, epoch, column, key, accuracy (study/trajectory.py)
 CHECKPOINT = "checkpoints/resume.ckpt"  # a work folder's resumable training checkpoint
 PROGRESS = "progress.json"  # how far the attempt has got (seedvar/progress.py)
@@ -94,10 +96,13 @@ class SeedJob:
     seed: int
     attempt_id: str = field(default_factory=new_attempt_id, compare=False)
     store: Path | None = None
+    data: dict[str, str] | None = None  # the fingerprints of the sets it is to use, if known
 
     @classmethod
-    def of(cls, config: Config, store: Path | None = None) -> SeedJob:
-        return cls(Path(config.output_dir), config.train.seed, store=store)
+    def of(
+        cls, config: Config, store: Path | None = None, data: dict[str, str] | None = None
+    ) -> SeedJob:
+        return cls(Path(config.output_dir), config.train.seed, store=store, data=data)
 
     @property
     def kept(self) -> Path:
@@ -143,9 +148,19 @@ class SeedJob:
             if "." in entry.name or not (entry / METRICS).is_file():
                 continue  # a replaced seed being removed
             trained = validate(yaml.safe_load((entry / CONFIG).read_text()), str(entry))
-            if trained_as(trained, config):
+            if trained_as(trained, config) and self.same_data(data_of(entry)):
                 return entry
         return None
+
+    def same_data(self, recorded: dict[str, str] | None) -> bool:
+        """Whether a seed made from the sets `recorded` (its DATA) was made from this job's
+        data: a changed declared file is another seed. Where either is unknown (a seed kept
+        before DATA was recorded, or a job that has not loaded its sets yet): yes."""
+        return self.data is None or recorded is None or recorded == self.data
+
+    def record_data(self, fingerprints: dict[str, str]) -> None:
+        """Write the fingerprints of the sets this attempt trains and scores on (DATA)."""
+        write_atomically(self.work_dir / DATA, json.dumps(fingerprints, sort_keys=True))
 
     def show(self, entry: Path) -> None:
         """Publish the finished seed `entry` as the seed's view in output_dir (hard links, so
@@ -318,7 +333,7 @@ class SeedJob:
         self.check_held()
         remove_temporaries(self.work_dir)
         (self.work_dir / PROGRESS).unlink(missing_ok=True)
-        entry = self.recipes / str(_recipe_hash(self.work_dir))
+        entry = self.recipes / entry_name(str(_recipe_hash(self.work_dir)), data_of(self.work_dir))
         entry.parent.mkdir(parents=True, exist_ok=True)
         replaced = entry.with_name(f"{entry.name}.replaced.{self.attempt_id}")
         if force and entry.exists():
@@ -352,6 +367,20 @@ def _owner(folder: Path) -> str | None:
         return json.loads((folder / ATTEMPT).read_text())["attempt"]
     except (OSError, ValueError, KeyError):
         return None
+
+
+def data_of(folder: Path) -> dict[str, str] | None:
+    """The fingerprints a seed's folder records (DATA), or None."""
+    path = folder / DATA
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def entry_name(recipe: str, data: dict[str, str] | None) -> str:
+    """The folder name of a finished seed in the keep: its recipe's hash, and a digest of its
+    sets' fingerprints, so that a seed of the same recipe on changed data is kept beside it."""
+    if data is None:
+        return recipe
+    return f"{recipe}-{hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]}"
 
 
 def _recipe_hash(folder: Path) -> str | None:

@@ -18,6 +18,7 @@ from seedvar.data.prepared import StudyInputs, study_inputs
 from seedvar.errors import Superseded
 from seedvar.metrics import EVALUATE_SECONDS, TRAIN_SECONDS
 from seedvar.pretrained import load_tokenizer
+from seedvar.project import prepared_data
 from seedvar.study.evaluate import evaluate_sets
 from seedvar.study.job import (
     COLUMNS,
@@ -105,7 +106,7 @@ def run_seed(
     """
     started = time.perf_counter()
     config = on_this_machine(config)
-    job = scheduled.job if scheduled else SeedJob.of(config)
+    job = scheduled.job if scheduled else SeedJob.of(config, data=prepared_data(prepared))
     finished_before = job.stored(config) is not None
     if if_finished == "reuse" and finished_before:
         return _finished(job, config, started)
@@ -173,6 +174,7 @@ def _train_evaluate_track(
     ) as run:
         if resumable.run_id is None:
             job.begin(config, run.run_id)
+            job.record_data(inputs.sets.fingerprints())
             run.log_params(_run_params(config, inputs))
             run.log_datasets(inputs.sets.named(), inputs.sets.fingerprints())
         monitor = system_metrics(run, config)
