@@ -1,0 +1,92 @@
+"""Candidate recipes for the demo: does any give a bias-free effect in about ten minutes?
+
+Each candidate is the demo profile (4 seeds of the offline MiniLM, 3,000 pairs of MNLI-m,
+MNLI-mm and HANS) with `data.max_train_examples` and `train.epochs` set, trained in fp32 (what
+`make study` does on a CPU without native bf16) by `seedvar launch` in a folder of its own, then
+aggregated by `seedvar aggregate`; the row it adds to docs/results/demo/recipes.csv is the
+study's wall time and its verdict: the outcome, and per HANS headline column the seeds' spread
+(the lower bound of the seed std, evaluation noise removed) of the raw accuracy and of the
+bias-free accuracy, beside the verdict's margin. Candidates already in the file are skipped, so
+the comparison can be measured over several sessions.
+
+Usage:  python benchmarks/demo_recipes.py 3000x1 6000x1 3000x2 [--work /tmp/demo-recipes]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from seedvar.config import load_config
+from seedvar.metrics import bias_free_column
+from seedvar.training.device import cpu_description
+
+REPO = Path(__file__).resolve().parents[1]
+TABLE = REPO / "docs" / "results" / "demo" / "recipes.csv"
+HEADLINE = load_config(None, profile="demo").diagnostics["hans"].headline
+
+
+def overrides(pairs: int, epochs: int) -> list[str]:
+    settings = [f"data.max_train_examples={pairs}", f"train.epochs={epochs}"]
+    return [arg for setting in [*settings, "train.precision=32-true"] for arg in ("--set", setting)]
+
+
+def run_candidate(name: str, work: Path) -> dict[str, object]:
+    """Train and aggregate one candidate in `work`/`name`; its row of the comparison."""
+    pairs, epochs = map(int, name.split("x"))
+    folder = work / name
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "data").exists():
+        (folder / "data").symlink_to(REPO / "data")
+    settings = ["--profile", "demo", *overrides(pairs, epochs)]
+    started = time.monotonic()
+    subprocess.run(["seedvar", "launch", *settings], cwd=folder, check=True)
+    minutes = (time.monotonic() - started) / 60
+    subprocess.run(
+        ["seedvar", "aggregate", *settings, "--results", "results"], cwd=folder, check=True
+    )
+    verdict = json.loads((folder / "results" / "verdict.json").read_text())
+    columns = {row["column"]: row for row in verdict["columns"]}
+    row: dict[str, object] = {
+        "recipe": name,
+        "train_pairs": pairs,
+        "epochs": epochs,
+        "seeds": columns[HEADLINE[0]]["n_seeds"],
+        "minutes": round(minutes, 1),
+        "outcome": verdict["outcome"],
+        "margin": verdict["margin"],
+        "mnli_m_mean": columns["MNLI dev acc."]["mean"],
+    }
+    for column in HEADLINE:
+        free = columns[bias_free_column(column)]
+        row[f"{column}: seed std low"] = columns[column]["seed_std_low"]
+        row[f"{column}: bias-free mean"] = free["mean"]
+        row[f"{column}: bias-free seed std low"] = free["seed_std_low"]
+    row["cpu"] = cpu_description()
+    row["date"] = datetime.date.today().isoformat()
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("candidates", nargs="+", help="PAIRSxEPOCHS, e.g. 6000x1")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/demo-recipes"))
+    args = parser.parse_args()
+    done = pd.read_csv(TABLE) if TABLE.is_file() else pd.DataFrame(columns=["recipe"])
+    for name in args.candidates:
+        if name in set(done["recipe"]):
+            print(f"{name}: measured before, skipped")
+            continue
+        done = pd.concat([done, pd.DataFrame([run_candidate(name, args.work)])], ignore_index=True)
+        done.to_csv(TABLE, index=False)  # after each candidate: nothing measured is lost
+        print(done.tail(1).T.to_string())
+
+
+if __name__ == "__main__":
+    main()
