@@ -78,14 +78,14 @@ def main() -> None:
     parser.add_argument("candidates", nargs="+", help="PAIRSxEPOCHS, e.g. 6000x1")
     parser.add_argument("--work", type=Path, default=Path("/tmp/demo-recipes"))
     args = parser.parse_args()
-    done = pd.read_csv(TABLE) if TABLE.is_file() else pd.DataFrame(columns=["recipe"])
+    rows = pd.read_csv(TABLE).to_dict("records") if TABLE.is_file() else []
     for name in args.candidates:
-        if name in set(done["recipe"]):
+        if name in {row["recipe"] for row in rows}:
             print(f"{name}: measured before, skipped")
             continue
-        done = pd.concat([done, pd.DataFrame([run_candidate(name, args.work)])], ignore_index=True)
-        done.to_csv(TABLE, index=False)  # after each candidate: nothing measured is lost
-        print(done.tail(1).T.to_string())
+        rows.append(run_candidate(name, args.work))
+        pd.DataFrame(rows).to_csv(TABLE, index=False)  # after each: nothing measured is lost
+        print(pd.Series(rows[-1]).to_string())
 
 
 if __name__ == "__main__":
