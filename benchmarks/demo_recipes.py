@@ -10,6 +10,7 @@ bias-free accuracy, beside the verdict's margin. Candidates already in the file 
 the comparison can be measured over several sessions.
 
 Usage:  python benchmarks/demo_recipes.py 3000x1 6000x1 3000x2 [--work /tmp/demo-recipes]
+        python benchmarks/demo_recipes.py --markdown   (the table docs/results/demo shows)
 """
 
 from __future__ import annotations
@@ -73,11 +74,37 @@ def run_candidate(name: str, work: Path) -> dict[str, object]:
     return row
 
 
+def markdown(rows: pd.DataFrame) -> str:
+    """The comparison as a Markdown table: raw and bias-free spread per headline column."""
+    head = "| recipe | minutes | MNLI-m | " + " | ".join(
+        f"{c}: spread, bias-free spread (mean)" for c in HEADLINE
+    )
+    lines = [head + " | margin | verdict |", "|---" * (len(HEADLINE) + 5) + "|"]
+    for row in rows.to_dict("records"):
+        points = {k: 100 * v for k, v in row.items() if isinstance(v, float)}
+        cells = [
+            f"{points[f'{c}: seed std low']:.1f}, {points[f'{c}: bias-free seed std low']:.1f}"
+            f" ({points[f'{c}: bias-free mean']:.1f} %)"
+            for c in HEADLINE
+        ]
+        lines.append(
+            f"| {int(row['train_pairs']):,} pairs x {int(row['epochs'])} | {row['minutes']} | "
+            f"{100 * row['mnli_m_mean']:.1f} % | "
+            + " | ".join(cells)
+            + f" | {100 * row['margin']:.1f} | {row['outcome']} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("candidates", nargs="+", help="PAIRSxEPOCHS, e.g. 6000x1")
+    parser.add_argument("candidates", nargs="*", help="PAIRSxEPOCHS, e.g. 6000x1")
+    parser.add_argument("--markdown", action="store_true", help="print the table and stop")
     parser.add_argument("--work", type=Path, default=Path("/tmp/demo-recipes"))
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(pd.read_csv(TABLE)))
+        return
     rows = pd.read_csv(TABLE).to_dict("records") if TABLE.is_file() else []
     for name in args.candidates:
         if name in {row["recipe"] for row in rows}:
