@@ -17,16 +17,8 @@ from seedvar.declared import task_to_diagnostic
 from seedvar.errors import ConfigError, DataError
 from seedvar.metrics import diagnostic_columns
 from tests.conftest import OFFLINE, QUICK, run_command
+from tests.test_own_set import MINE  # a user's challenge set over mine.csv (challenge_csv)
 from tests.test_safety import one_line_error
-
-MINE = {  # a user's challenge set over mine.csv (challenge_csv), as docs/declaring.md shows it
-    "source": "mine.csv",
-    "labels": ["entailment", "non-entailment"],
-    "collapse": {"non-entailment": ["neutral", "contradiction"]},
-    "fields": {"premise": ["context"], "hypothesis": ["claim"], "label": ["verdict"]},
-    "groups": {"phenomenon": {}},
-    "headline": ["mine/negation"],
-}
 
 
 def config_error(*overrides: str) -> str:
