@@ -1,4 +1,6 @@
-"""Where a study's project is: the folder its relative paths mean, also inside DVC."""
+"""Where a study's project is (the folder its relative paths mean, also inside DVC), where
+its seeds' work is kept, and what its prepared inputs were made from (read without the
+heavy data libraries, so that a finished seed is found without them)."""
 
 from __future__ import annotations
 

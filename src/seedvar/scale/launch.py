@@ -114,10 +114,11 @@ def launch(
     store = work_dir_of(Path(config.output_dir)).resolve()
     record = store / f"ray-{config.study_hash()}.json"  # the local Ray of a killed driver
     SeedJob(Path(config.output_dir), config.seeds[0], store=store).check_writable()
+    data = prepared_data(prepared)  # the sets' fingerprints: a seed on other data is another
     with lease(store, config.study_hash(), command):
         end_recorded(record)
         for seed in config.seeds:
-            job = SeedJob(Path(config.output_dir), seed, store=store, data=prepared_data(prepared))
+            job = SeedJob(Path(config.output_dir), seed, store=store, data=data)
             entry = job.stored(config.with_seed(seed)) or adopt(job, config.with_seed(seed))
             if entry is not None:
                 job.show(entry)
