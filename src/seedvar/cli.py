@@ -128,6 +128,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="also write what the launch did, seed by seed, to this JSON file",
     )
+
+    carry = command(
+        "adopt",
+        "keep finished seeds made on another machine (folders as runs/seed-N, weights optional) "
+        "as this study's, so that `seedvar launch` and `dvc repro` publish them, not train them",
+    )
+    carry.add_argument("folders", type=Path, nargs="+", help="finished seeds' folders")
+    carry.add_argument(
+        "--prepared", type=Path, help="check their sets against this `seedvar prepare` folder"
+    )
     return parser
 
 
@@ -301,6 +311,24 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _adopt(args: argparse.Namespace) -> int:
+    config = _config(args)
+    from seedvar.project import prepared_data, work_dir_of
+    from seedvar.study.adopt import adopt_folder
+    from seedvar.study.lease import lease
+
+    data = prepared_data(args.prepared)
+    with lease(work_dir_of(Path(config.output_dir)), config.study_hash(), "seedvar adopt"):
+        for folder in args.folders:
+            seed, kept = adopt_folder(config, folder, data)
+            print(f"seed {seed} kept from {folder} in {kept}")
+    print(
+        f"{len(args.folders)} seeds kept: `seedvar launch` (what `dvc repro` runs) publishes "
+        "them without training them"
+    )
+    return 0
+
+
 def _echo(line: str) -> None:
     print(line, flush=True)
 
@@ -368,6 +396,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sweep": _sweep,
     "launch": _launch,
     "verdict": _verdict,
+    "adopt": _adopt,
 }
 
 

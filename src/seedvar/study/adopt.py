@@ -1,6 +1,7 @@
-"""Finished seeds that the keep (study/job.py) lacks but the workspace or DVC holds: a pulled
-clone's seeds, or the view of runs/ that DVC removed before it ran the `train` stage. They are
-taken into the keep, so that no finished seed is trained again."""
+"""Finished seeds that the keep (study/job.py) lacks but the workspace, DVC or a folder holds: a
+pulled clone's seeds, the view of runs/ that DVC removed before it ran the `train` stage, or
+seed folders carried from another machine (`seedvar adopt`). They are taken into the keep, so
+that no finished seed is trained again."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 import yaml
 
 from seedvar.config import Config, validate
+from seedvar.errors import DataError
 from seedvar.files import temporary
 from seedvar.study.job import (
     CONFIG,
@@ -34,12 +36,7 @@ def adopt(job: SeedJob, config: Config) -> Path | None:
     in a DVC repository), when the keep lacks it; where it is kept now, or None."""
     view = job.folder
     if (view / METRICS).is_file():
-        recipe = _recipe(config, (view / CONFIG).read_text(), str(view / CONFIG))
-        data = data_of(view)
-        if recipe is None or not job.same_data(data):
-            return None
-        copy = partial(shutil.copytree, view, copy_function=link_or_copy)
-        return _keep(job, entry_name(recipe, data), copy)
+        return _from_folder(job, config, view)
     if not Path(".dvc").is_dir() or view.is_absolute():
         return None
     from dvc.api import DVCFileSystem
@@ -57,6 +54,48 @@ def adopt(job: SeedJob, config: Config) -> Path | None:
         except Exception:  # noqa: BLE001 (DVC's own: not recorded, not pulled, no commit)
             continue
     return None
+
+
+def adopt_folder(config: Config, folder: Path, data: dict[str, str] | None) -> tuple[int, Path]:
+    """Keep the finished seed in `folder` (a seed's folder, as runs/seed-N, made here or on
+    another machine; its weights may be left out) as one of `config`'s seeds, on the sets whose
+    fingerprints are `data` (None: checked when a launch reads its prepared sets); the seed
+    and where it is kept. A folder that is not a finished seed of this study is refused."""
+    if not (folder / METRICS).is_file() or not (folder / CONFIG).is_file():
+        raise DataError(
+            f"{folder} is not a finished seed (it lacks {METRICS} or {CONFIG}); give a seed's "
+            "folder, as runs/seed-N"
+        )
+    trained = validate(yaml.safe_load((folder / CONFIG).read_text()), str(folder / CONFIG))
+    seed = next((s for s in config.seeds if trained_as(trained, config.with_seed(s))), None)
+    if seed is None:
+        raise DataError(
+            f"{folder} holds seed {trained.train.seed} of another recipe than this study's "
+            f"({config.model.name}, {config.train.epochs} epoch(s)) or a seed it does not list; "
+            "give the study's --profile and --set options, or add the seed to seeds"
+        )
+    job = SeedJob.of(config.with_seed(seed), data=data)
+    if not job.same_data(data_of(folder)):
+        raise DataError(
+            f"{folder} was scored on other versions of the study's sets than the prepared ones "
+            f"({DATA} differs): it cannot stand for seed {seed} of this study"
+        )
+    kept = job.stored(config.with_seed(seed))
+    return seed, kept or _copy_kept(job, entry_name(trained.hash(), data_of(folder)), folder)
+
+
+def _from_folder(job: SeedJob, config: Config, folder: Path) -> Path | None:
+    """Keep the finished seed in `folder` if it is `config`'s recipe on the job's data."""
+    recipe = _recipe(config, (folder / CONFIG).read_text(), str(folder / CONFIG))
+    data = data_of(folder)
+    if recipe is None or not job.same_data(data):
+        return None
+    return _copy_kept(job, entry_name(recipe, data), folder)
+
+
+def _copy_kept(job: SeedJob, name: str, folder: Path) -> Path:
+    """Keep a copy of the seed folder `folder` (hard links where they can go) as `name`."""
+    return _keep(job, name, partial(shutil.copytree, folder, copy_function=link_or_copy))
 
 
 def _get(fs: Any, path: str, into: Path) -> None:
