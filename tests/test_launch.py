@@ -59,9 +59,30 @@ def test_the_status_line_gives_the_time_so_far_and_an_estimate_of_the_time_left(
     for seed in (2, 3):
         scheduler.submit(SeedTask(TaskKey(seed), study(), ".", "."))
     report = launching.LaunchReport(finished=[0, 1])
-    line = launching._status(scheduler, report, 4, elapsed=600.0)
+    line = launching._status(scheduler, report, 4, elapsed=600.0, first_steps={})
     assert "2/4 finished, 0 running, 2 waiting, 0 failed; 10 min so far" in line
     assert line.endswith("about 10 min left")  # half done in 10 minutes
+
+
+class _Resumed:
+    """Two seeds resumed from their checkpoints at step 1000 of 2000."""
+
+    running = {TaskKey(0): None, TaskKey(1): None}
+    step = 1000
+
+    def activity(self) -> dict[TaskKey, Progress]:
+        return {key: Progress("a", 1, "training", self.step, 2000) for key in self.running}
+
+
+def test_the_estimate_counts_only_the_steps_trained_since_the_driver_began():
+    scheduler, first_steps = _Resumed(), {}
+    report = launching.LaunchReport()
+    line = launching._status(scheduler, report, 2, elapsed=30.0, first_steps=first_steps)
+    assert line.endswith("30 s so far")  # nothing trained here yet: no estimate
+    scheduler.step = 1500  # a quarter of each seed in 10 minutes; another quarter to go
+    line = launching._status(scheduler, report, 2, elapsed=600.0, first_steps=first_steps)
+    assert "seed 0 training 1500/2000" in line
+    assert line.endswith("10 min so far, about 10 min left")
 
 
 @pytest.mark.parametrize(

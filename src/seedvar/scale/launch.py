@@ -201,6 +201,7 @@ def _drive(
     started."""
     started = last_status = time.monotonic()
     stopping = False
+    first_steps: dict[tuple[TaskKey, int], int] = {}
     while scheduler.running:
         for result in scheduler.wait(POLL_SECONDS):
             seed = result.key.seed
@@ -226,14 +227,21 @@ def _drive(
                     echo(f"stopping: {len(waiting)} seeds that had not started are not run")
         if time.monotonic() - last_status >= STATUS_SECONDS and scheduler.running:
             last_status = time.monotonic()
-            echo(_status(scheduler, report, len(todo), last_status - started))
+            line = _status(scheduler, report, len(todo), last_status - started, first_steps)
+            echo(line)
 
 
 def _status(
-    scheduler: Scheduler | InProcess, report: LaunchReport, total: int, elapsed: float
+    scheduler: Scheduler | InProcess,
+    report: LaunchReport,
+    total: int,
+    elapsed: float,
+    first_steps: dict[tuple[TaskKey, int], int],
 ) -> str:
     """One line: how many seeds are done, running (with their steps) and waiting, the time
-    so far and an estimate of the time left."""
+    so far and an estimate of the time left. The estimate's pace counts only the steps trained
+    since this driver began (`first_steps` keeps each submission's step when first seen): a seed
+    resumed from its checkpoint did the rest before."""
     activity = scheduler.activity()
     shown = []
     for key, found in sorted(activity.items(), key=lambda item: item[0].seed)[:4]:
@@ -243,9 +251,14 @@ def _status(
     running = f" ({'; '.join(shown)}{more})" if shown else ""
     waiting = len(scheduler.running) - len(activity)
     done = len(report.finished) + len(report.failed)
-    trained = [p.step / p.total for p in activity.values() if p.total and p.phase == "training"]
-    share = done + sum(trained)  # seeds' worth of work done (training steps stand for it)
-    left = f", about {_duration(elapsed * (total - share) / share)} left" if share >= 0.25 else ""
+    training = {key: p for key, p in activity.items() if p.total and p.phase == "training"}
+    first = {
+        key: first_steps.setdefault((key, p.submission), p.step) for key, p in training.items()
+    }
+    # seeds' worth of work done here and still to do (training steps stand for it)
+    here = done + sum((p.step - first[key]) / p.total for key, p in training.items())
+    to_do = total - done - sum(p.step / p.total for p in training.values())
+    left = f", about {_duration(elapsed * to_do / here)} left" if here >= 0.25 else ""
     return (
         f"[{time.strftime('%H:%M:%S')}] {len(report.finished)}/{total} finished, "
         f"{len(activity)} running{running}, {waiting} waiting, {len(report.failed)} failed; "
