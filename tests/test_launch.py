@@ -68,10 +68,10 @@ class _Resumed:
     """Two seeds resumed from their checkpoints at step 1000 of 2000."""
 
     running = {TaskKey(0): None, TaskKey(1): None}
-    step = 1000
+    step, phase = 1000, "training"
 
     def activity(self) -> dict[TaskKey, Progress]:
-        return {key: Progress("a", 1, "training", self.step, 2000) for key in self.running}
+        return {key: Progress("a", 1, self.phase, self.step, 2000) for key in self.running}
 
 
 def test_the_estimate_counts_only_the_steps_trained_since_the_driver_began():
@@ -83,6 +83,10 @@ def test_the_estimate_counts_only_the_steps_trained_since_the_driver_began():
     line = launching._status(scheduler, report, 2, elapsed=600.0, first_steps=first_steps)
     assert "seed 0 training 1500/2000" in line
     assert line.endswith("10 min so far, about 10 min left")
+    scheduler.step, scheduler.phase = 2000, "evaluating"  # trained; no training left to time
+    line = launching._status(scheduler, report, 2, elapsed=1200.0, first_steps=first_steps)
+    assert "seed 0 evaluating;" in line
+    assert line.endswith("20 min so far")
 
 
 @pytest.mark.parametrize(

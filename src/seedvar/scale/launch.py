@@ -251,14 +251,13 @@ def _status(
     running = f" ({'; '.join(shown)}{more})" if shown else ""
     waiting = len(scheduler.running) - len(activity)
     done = len(report.finished) + len(report.failed)
-    training = {key: p for key, p in activity.items() if p.total and p.phase == "training"}
-    first = {
-        key: first_steps.setdefault((key, p.submission), p.step) for key, p in training.items()
-    }
+    trained = {key: p for key, p in activity.items() if p.total}  # evaluating keeps its steps
+    first = {key: first_steps.setdefault((key, p.submission), p.step) for key, p in trained.items()}
     # seeds' worth of work done here and still to do (training steps stand for it)
-    here = done + sum((p.step - first[key]) / p.total for key, p in training.items())
-    to_do = total - done - sum(p.step / p.total for p in training.values())
-    left = f", about {_duration(elapsed * to_do / here)} left" if here >= 0.25 else ""
+    here = done + sum((p.step - first[key]) / p.total for key, p in trained.items())
+    to_do = total - done - sum(p.step / p.total for p in trained.values())
+    estimate = here >= 0.25 and to_do > 0  # none while the last seeds evaluate
+    left = f", about {_duration(elapsed * to_do / here)} left" if estimate else ""
     return (
         f"[{time.strftime('%H:%M:%S')}] {len(report.finished)}/{total} finished, "
         f"{len(activity)} running{running}, {waiting} waiting, {len(report.failed)} failed; "
