@@ -48,8 +48,17 @@ lock: $(STAMP)  ## regenerate requirements/cpu.txt and gpu.txt from pyproject.to
 	uv pip compile $(LOCK_FLAGS) -o requirements/gpu.txt
 	for l in cpu gpu; do sed -i "2r requirements/$$l.header" requirements/$$l.txt; done
 
+CUDA_CHECK = import sys, torch; sys.exit(torch.version.cuda is None and \
+	f'torch {torch.__version__} is a CPU build under the GPU lock: remove $(VENV), run make again')
+
+# A .venv built from the other lock is built anew: pip keeps an installed torch+cpu that satisfies
+# the GPU lock's pin. After the GPU lock, torch must be a CUDA build.
 $(STAMP): requirements/$(LOCK).txt
+	if ls $(VENV)/.installed-* 2>/dev/null | grep -qvx '$(STAMP)'; then \
+	  echo "$(VENV) was built from another lock: building it from requirements/$(LOCK).txt"; \
+	  rm -rf $(VENV); fi
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --require-hashes -r requirements/$(LOCK).txt
 	$(VENV)/bin/python -m pip install --no-deps --no-build-isolation -e .
+	$(if $(filter gpu,$(LOCK)),$(VENV)/bin/python -c "$(CUDA_CHECK)")
 	rm -f $(VENV)/.installed-* && touch $@

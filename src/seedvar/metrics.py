@@ -17,7 +17,6 @@ from scipy.special import ndtr, ndtri
 
 from seedvar.declared import Diagnostic, Group, InDistribution, in_distribution_name
 
-TRAIN_LOSS = "train/loss"
 TRAIN_SECONDS = "time/train_seconds"  # wall time of a seed's training (this attempt's part)
 EVALUATE_SECONDS = "time/evaluate_seconds"  # wall time of its evaluation
 MAJORITY_SHARE = "majority share"  # share of a set's most frequent predicted label

@@ -12,14 +12,19 @@ from seedvar.errors import DataError
 from seedvar.hub import require_hub
 
 
-def preflight(config: Config, data: bool = True, model: bool = True) -> None:
+def preflight(config: Config, data: bool = True, model: bool = True, device: bool = True) -> None:
     """DataError for a data file that does not exist or whose header lacks a declared column;
-    ModelError when the study needs the hub and it cannot be reached (only the data's or the
-    model's checks, if asked)."""
+    ModelError when the study needs the hub and it cannot be reached; DeviceError where the study
+    must train on a GPU and CUDA is unusable (only the data's, the model's or the device's
+    checks, if asked)."""
     if data:
         require_files(config)
         check_headers(config)
     require_hub(config, data=data, model=model)
+    if device and config.train.accelerator == "gpu":
+        from seedvar.training.device import require_gpu  # torch: only where a GPU is asked for
+
+        require_gpu(config)
 
 
 def require_files(config: Config) -> None:

@@ -20,9 +20,14 @@ from typing import Any
 from seedvar.config import Config, RayConfig
 from seedvar.errors import ConfigError, RayUnavailableError, first_line
 from seedvar.processes import keep_recording
-from seedvar.training.device import on_this_machine
+from seedvar.training.device import on_this_machine, usable_gpus
 
 INSTALL = "pip install -e '.[ray]'"
+# Seeds that share one GPU by default (assumed, not yet measured on a GPU: benchmarks/gpu.py
+# measures seeds per GPU-hour at 1, 2, 4 and 8 seeds sharing one), and the GPU memory one
+# BERT-base seed at batch 32 is given (weights, AdamW state, activations and the allocator's cache)
+SEEDS_PER_GPU = 4
+SEED_GPU_GIB = 10.0
 
 
 def import_ray() -> Any:
@@ -51,6 +56,12 @@ class ClusterInfo:
     @property
     def gpus(self) -> float:
         return sum(node.get("GPU", 0.0) for node in self.nodes)
+
+    @property
+    def one_gpu_per_node(self) -> bool:
+        """Whether no node has more than one GPU: there a worker process that trained a seed can
+        train the next (Ray pins a process's CUDA to the GPU of its first task)."""
+        return all(node.get("GPU", 0.0) <= 1 for node in self.nodes)
 
     def slots(self, resources: SeedResources) -> int:
         """How many seeds the cluster runs at once with these resources per seed."""
@@ -86,12 +97,10 @@ class SeedResources:
 
 
 def this_machine() -> ClusterInfo:
-    """This machine as a local Ray would see it (the CPUs this process may use, its GPUs),
-    without starting Ray."""
-    import torch
-
+    """This machine as a local Ray sees it (the CPUs this process may use, the GPUs torch can
+    use), without starting Ray."""
     cpus = float(len(os.sched_getaffinity(0)))
-    return ClusterInfo(None, [{"CPU": cpus, "GPU": float(torch.cuda.device_count())}], None)
+    return ClusterInfo(None, [{"CPU": cpus, "GPU": float(usable_gpus())}], None)
 
 
 def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
@@ -100,7 +109,7 @@ def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
     settings, accelerator = config.ray, config.train.accelerator
     gpus = settings.gpus_per_seed
     if gpus == "auto":
-        gpus = 1.0 if cluster.gpus > 0 and accelerator != "cpu" else 0.0
+        gpus = 1 / seeds_per_gpu(cluster) if cluster.gpus > 0 and accelerator != "cpu" else 0.0
     if accelerator == "gpu" and gpus == 0:
         raise ConfigError(
             "train.accelerator is gpu but ray.gpus_per_seed is 0 (or the cluster has no GPU); "
@@ -121,6 +130,18 @@ def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
             "or add nodes"
         )
     return resources
+
+
+def seeds_per_gpu(cluster: ClusterInfo) -> int:
+    """How many seeds share a GPU under `gpus_per_seed: auto`: as many as its memory holds at
+    SEED_GPU_GIB each, at most SEEDS_PER_GPU, on this machine's GPUs; one on a cluster, whose
+    GPUs the driver cannot see (set ray.gpus_per_seed there)."""
+    if cluster.address is not None:
+        return 1
+    import torch
+
+    gib = torch.cuda.get_device_properties(0).total_memory / 2**30
+    return max(1, min(SEEDS_PER_GPU, math.floor(gib / SEED_GPU_GIB)))
 
 
 def chosen_where_seeds_run(ray: Any, config: Config, resources: SeedResources) -> Config:
@@ -145,13 +166,14 @@ def ray_session(settings: RayConfig, record: Path | None = None) -> Iterator[Clu
         local = settings.address is None and "RAY_ADDRESS" not in os.environ
         # Ray runs its workers at nice 15; the seeds are this Ray's main job, and at nice 15
         # they yield to any other work on the machine (measured: a task's imports took 264 s
-        # instead of 30 s beside another job on 2 cores)
-        niceness = {"_system_config": {"worker_niceness": 0}} if local else {}
+        # instead of 30 s beside another job on 2 cores). Its GPUs are those torch can use: Ray
+        # alone counts what the driver lists, also where torch's CUDA cannot run on it
+        here = {"_system_config": {"worker_niceness": 0}, "num_gpus": usable_gpus()}
         try:
             context = ray.init(
                 address="local" if local else settings.address,
                 logging_level=logging.WARNING,  # Ray's own; each seed's warnings are shown
-                **niceness,
+                **(here if local else {}),
             )
         except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
             if local:

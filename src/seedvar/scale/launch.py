@@ -186,7 +186,8 @@ def _executor(
         resources = seed_resources(config, cluster)
         echo(f"{cluster.describe()}, {resources.describe()}")
         chosen = chosen_where_seeds_run(ray, config, resources)
-        yield Scheduler(ray, config.ray, resources, echo), cluster.slots(resources), chosen
+        scheduler = Scheduler(ray, config.ray, resources, echo, cluster.one_gpu_per_node)
+        yield scheduler, cluster.slots(resources), chosen
 
 
 def _drive(

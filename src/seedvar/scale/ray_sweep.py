@@ -101,7 +101,7 @@ def run_sweep_on_ray(base: Config, echo: Callable[[str], None] = print) -> optun
                 f"sweep {base.sweep.study_name}: {base.sweep.n_trials} trials x {k} seeds, "
                 f"{resources.describe()}: up to {at_once} trials at once"
             )
-            scheduler = Scheduler(ray, base.ray, resources, echo)
+            scheduler = Scheduler(ray, base.ray, resources, echo, cluster.one_gpu_per_node)
             driver = Driver(base, study, storage, scheduler, echo)
             driver.run(at_once)
     if driver.failures:

@@ -62,9 +62,13 @@ class Scheduler:
         settings: RayConfig,
         resources: SeedResources,
         echo: Callable[[str], None],
+        reuse_workers: bool = True,
     ) -> None:
         self.ray, self.settings, self.resources, self.echo = ray, settings, resources, echo
-        self.remote = ray.remote(run_on_ray)
+        # a worker process runs seed after seed (no 30-60 s of imports per seed) unless its
+        # seeds use GPUs on a node of several: CUDA keeps the GPU of a process's first task
+        fresh = resources.gpus > 0 and not reuse_workers
+        self.remote = ray.remote(max_calls=1 if fresh else 0)(run_on_ray)
         self.running: dict[TaskKey, Submission] = {}
         self.retried: dict[TaskKey, list[Cause]] = {}  # seeds the scheduler submitted again
 

@@ -33,6 +33,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
 import uuid
@@ -297,9 +298,26 @@ class SeedJob:
             return Resumable()
         if self.trained():
             return Resumable(run_id=state["run_id"])
-        if self.checkpoint.is_file():  # written completely: it is renamed into place
+        if self.checkpoint.is_file() and self.checkpoint_readable():
             return Resumable(state["run_id"], self.checkpoint)
         return Resumable(stale_run_id=state["run_id"])
+
+    def checkpoint_readable(self) -> bool:
+        """Whether the training checkpoint can be read. One that cannot (truncated by a full
+        disk or a copy, damaged by storage) is set aside beside the seeds' work with a one-line
+        warning, and the seed starts over rather than failing on every rerun."""
+        from seedvar.training.resume import readable  # torch: only where a checkpoint exists
+
+        if readable(self.checkpoint):
+            return True
+        aside = self.kept / f"seed-{self.seed}.unreadable-checkpoint.{self.attempt_id}.ckpt"
+        os.replace(self.checkpoint, aside)
+        print(
+            f"seedvar: warning: seed {self.seed}'s training checkpoint cannot be read (truncated "
+            f"or damaged); set aside as {aside} (delete it when you like): the seed starts over",
+            file=sys.stderr,
+        )
+        return False
 
     def begin(self, config: Config, run_id: str) -> None:
         """Start afresh in this attempt's folder: the recipe and its MLflow run, nothing else."""
@@ -323,6 +341,23 @@ class SeedJob:
         tokenizer.save_pretrained(partial)
         os.replace(partial, self.model_dir)
         shutil.rmtree(self.checkpoint.parent, ignore_errors=True)
+
+    def keep_weights_as(self, dtype: str) -> None:
+        """Rewrite the saved weights' floating-point tensors in `dtype` (float32: as saved),
+        atomically: the kept seed then takes half the disk in bfloat16 or float16."""
+        if dtype == "float32":
+            return
+        import torch
+        from safetensors.torch import load_file, save_file
+
+        self.check_held()
+        for weights in sorted(self.model_dir.glob("*.safetensors")):
+            tensors = load_file(weights)
+            wanted = getattr(torch, dtype)
+            cast = {k: t.to(wanted) if t.is_floating_point() else t for k, t in tensors.items()}
+            partial = temporary(weights)
+            save_file(cast, partial, metadata={"format": "pt"})
+            os.replace(partial, weights)
 
     def publish(self, force: bool = False) -> Path:
         """Move this attempt's finished work into place with one rename, so no reader sees

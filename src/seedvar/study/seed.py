@@ -192,7 +192,8 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
     config, job, resumable, inputs = work.config, work.job, work.resumable, work.inputs
     if not job.trained():
         started = time.perf_counter()
-        resume = ResumeCheckpoint(job.checkpoint, config.train.checkpoint_every_n_steps)
+        every = config.train.checkpoint_every_minutes, config.train.checkpoint_every_n_steps
+        resume = ResumeCheckpoint(job.checkpoint, *every)
         found = probes(config, inputs)
         pad = work.tokenizer.pad_token_id
         trajectory = [Trajectory(config, found, pad, job.work_dir / TRAJECTORY)] if found else []
@@ -233,6 +234,7 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
     run.log_file(job.work_dir / CONFIG)
     if (job.work_dir / TRAJECTORY).is_file():
         run.log_file(job.work_dir / TRAJECTORY)
+    job.keep_weights_as(config.train.weights_dtype)
     job.check_held()
     return metrics
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Sampler
 
 from seedvar.training.resume import batches_done_in_epoch
+
+if TYPE_CHECKING:  # any sized, indexable set of examples will do (benchmarks/gpu.py: a list)
+    import datasets
 
 
 class PadToLongest:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import platform
+import shutil
+import subprocess
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
-from seedvar.config import Config
+from seedvar.errors import DeviceError
+
+if TYPE_CHECKING:  # the GPU check (benchmarks/gpu.py) imports this module without pydantic
+    from seedvar.config import Config
 
 AUTOCAST = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
 
@@ -19,19 +24,87 @@ EvalPrecision = Literal["32", "bf16", "16"]
 MIXED_EVAL: dict[Precision, EvalPrecision] = {"bf16-mixed": "bf16", "16-mixed": "16"}
 
 
+# the oldest NVIDIA driver of each CUDA major version (CUDA's release notes, "minor version
+# compatibility"): torch built for CUDA 13 needs a 580 driver or newer
+OLDEST_DRIVER = {"11": "450", "12": "525", "13": "580"}
+
+
 def use_gpu(config: Config) -> bool:
-    """True when a GPU is present and the config does not ask for the CPU."""
+    """True when a usable GPU is present and the config does not ask for the CPU."""
     return config.train.accelerator != "cpu" and torch.cuda.is_available()
 
 
+def usable_gpus() -> int:
+    """The GPUs seeds can train on: none where CUDA is unusable, even where the driver (NVML)
+    counts some (`torch.cuda.device_count()` does, with a driver too old for torch's CUDA)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def native_gpu_bf16() -> bool:
+    """Whether the GPU computes bf16 in its tensor cores (compute capability 8.0, Ampere, or
+    newer). `torch.cuda.is_bf16_supported()` also counts emulation (T4, V100), where bf16-mixed
+    runs slower than 16-mixed."""
+    return torch.cuda.get_device_capability() >= (8, 0)
+
+
+def cuda_problem() -> str | None:
+    """Why torch cannot train on a GPU here (torch's build, the driver, their versions), or
+    None where it can."""
+    if torch.cuda.is_available():
+        return None
+    if torch.version.cuda is None:
+        return (
+            f"torch {torch.__version__} is a CPU build; build .venv from the GPU lock "
+            "(`make study LOCK=gpu` rebuilds it)"
+        )
+    driver = nvidia_driver()
+    needed = OLDEST_DRIVER.get(torch.version.cuda.split(".")[0], "a newer one")
+    if driver is None:
+        return (
+            f"no NVIDIA driver answers (torch {torch.__version__} is built for CUDA "
+            f"{torch.version.cuda}); install NVIDIA driver {needed} or newer, or check "
+            "CUDA_VISIBLE_DEVICES"
+        )
+    return (
+        f"NVIDIA driver {driver} cannot run torch {torch.__version__}, built for CUDA "
+        f"{torch.version.cuda} (it needs driver {needed} or newer); update the driver, or "
+        "install a torch built for the driver's CUDA into .venv"
+    )
+
+
+def nvidia_driver() -> str | None:
+    """The NVIDIA driver's version, from the kernel module or `nvidia-smi`; None without one."""
+    proc = Path("/proc/driver/nvidia/version")
+    if proc.is_file():
+        words = proc.read_text().split()
+        if "Kernel" in words and words.index("Kernel") + 3 < len(words):
+            return words[words.index("Kernel") + 3]  # "... Kernel Module  580.95.05  ..."
+    if smi := shutil.which("nvidia-smi"):
+        query = [smi, "--query-gpu=driver_version", "--format=csv,noheader"]
+        found = subprocess.run(query, capture_output=True, text=True, timeout=30)
+        if found.returncode == 0 and found.stdout.strip():
+            return found.stdout.split()[0]
+    return None
+
+
+def require_gpu(config: Config) -> None:
+    """DeviceError, before any work, where the config must train on a GPU (train.accelerator:
+    gpu, as the paper profile does) and CUDA is unusable: never train on the CPU by accident."""
+    if config.train.accelerator == "gpu" and (problem := cuda_problem()):
+        raise DeviceError(
+            f"the {config.profile} profile trains on a GPU (train.accelerator: gpu) but CUDA "
+            f"is unusable here: {problem}; or set train.accelerator=cpu to train on the CPU"
+        )
+
+
 def resolve_precision(config: Config) -> Precision:
-    """`train.precision` made concrete: "auto" is bf16-mixed on GPUs that support it, 16-mixed
-    on older GPUs; on a CPU bf16-mixed where it computes bf16 natively, else 32-true (without
-    native bf16 a CPU runs bf16 matmuls about 100x slower than fp32)."""
+    """`train.precision` made concrete: "auto" is bf16-mixed on GPUs that compute bf16 natively,
+    16-mixed on older GPUs; on a CPU bf16-mixed where it computes bf16 natively, else 32-true
+    (without native bf16 a CPU runs bf16 matmuls about 100x slower than fp32)."""
     if config.train.precision != "auto":
         return config.train.precision
     if use_gpu(config):
-        return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
+        return "bf16-mixed" if native_gpu_bf16() else "16-mixed"
     return "bf16-mixed" if native_cpu_bf16() else "32-true"
 
 

@@ -19,7 +19,9 @@ import torch
 from torch import nn
 from transformers import AttentionInterface, PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers.masking_utils import AttentionMaskInterface
+
+from seedvar.training.attention import mask_without_sync
 
 LEVELS = 1 << 16  # the values 16 random bits take
 ATTENTION = "seedvar_bit_dropout"  # the attention implementation registered below
@@ -80,7 +82,7 @@ def attention(
 
 
 AttentionInterface.register(ATTENTION, attention)
-AttentionMaskInterface.register(ATTENTION, sdpa_mask)
+AttentionMaskInterface.register(ATTENTION, mask_without_sync)
 
 
 @contextmanager

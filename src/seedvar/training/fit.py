@@ -1,4 +1,7 @@
-"""`fine_tune`: wire the module, the datamodule, callbacks and a logger into a Trainer and fit."""
+"""`fine_tune`: wire the module, the datamodule, callbacks and a logger into a Trainer and fit.
+
+`trainer_for` and `fit` take plain values: benchmarks/gpu.py runs them on a machine that has
+torch, Lightning and transformers but not the study's configuration or data libraries."""
 
 from __future__ import annotations
 
@@ -6,25 +9,36 @@ import logging
 import math
 import os
 import warnings
-from contextlib import nullcontext
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import datasets
 import lightning as L
 import torch
+from lightning.pytorch.accelerators import CUDAAccelerator
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import Logger
 from transformers import PreTrainedModel
 
 from seedvar import progress
-from seedvar.config import Config
 from seedvar.interrupts import catch_interrupts, raise_if_lost
-from seedvar.metrics import validation_key
 from seedvar.pretrained import load_model
+from seedvar.training.attention import attention_without_sync
 from seedvar.training.datamodule import NLIDataModule
-from seedvar.training.device import resolve_precision, slow_bf16_here, use_gpu
+from seedvar.training.device import (
+    Precision,
+    require_gpu,
+    resolve_precision,
+    slow_bf16_here,
+    use_gpu,
+)
 from seedvar.training.dropout import bit_dropout
 from seedvar.training.module import NLIClassifier
+
+if TYPE_CHECKING:
+    import datasets
+
+    from seedvar.config import Config
 
 
 def fine_tune(
@@ -38,12 +52,14 @@ def fine_tune(
     """Train one seed with a Lightning Trainer; returns the fine-tuned transformers model.
 
     `checkpoint`: a resumable checkpoint (training/resume.py) to continue from."""
+    from seedvar.metrics import validation_key  # pydantic, through the declarations
+
     train = config.train
+    require_gpu(config)  # a task on a node whose CUDA cannot run: never the CPU by accident
     if slow := slow_bf16_here(config):
         warnings.warn(slow, stacklevel=2)
     L.seed_everything(train.effective_init_seed, verbose=False)
-    if use_gpu(config):
-        torch.set_float32_matmul_precision("high")  # TF32 for what bf16 autocast keeps in fp32
+    gpu = use_gpu(config)
     module = NLIClassifier(
         load_model(config.model.name, train.effective_init_seed, config.task.labels),
         validation_key=validation_key(config.task.validation),
@@ -64,29 +80,78 @@ def fine_tune(
         eval_batch_size=train.eval_batch_size,
         data_seed=train.effective_data_seed,
         group_by_length=train.group_by_length,
-        pin_memory=use_gpu(config),
+        pin_memory=gpu,
     )
+    trainer = trainer_for(
+        "gpu" if gpu else "cpu",
+        resolve_precision(config),
+        epochs=train.epochs,
+        max_steps=train.max_steps,
+        gradient_clip=train.gradient_clip,
+        log_every_n_steps=train.log_every_n_steps,
+        callbacks=callbacks,
+        logger=logger,
+    )
+    return fit(trainer, module, datamodule, checkpoint)
+
+
+def trainer_for(
+    accelerator: str,
+    precision: Precision,
+    epochs: int,
+    max_steps: int | None,
+    gradient_clip: float,
+    log_every_n_steps: int,
+    callbacks: list[L.Callback],
+    logger: Logger | bool = False,
+) -> L.Trainer:
+    """The Trainer of one seed on one device (`accelerator`: "gpu" or "cpu")."""
+    if accelerator == "gpu":
+        torch.set_float32_matmul_precision("high")  # TF32 for what bf16 autocast keeps in fp32
     # Lightning's start-up notes (accelerators found, a logger advertisement) on every seed:
     # noise in a 100-seed log; its warnings still show
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     bars = not os.environ.get("TQDM_DISABLE")  # tqdm's own switch (a launch's tasks set it)
-    trainer = L.Trainer(
-        accelerator=train.accelerator,
+    return L.Trainer(
+        accelerator=accelerator,
         devices=1,
-        precision=resolve_precision(config),
-        max_epochs=train.epochs,
-        max_steps=train.max_steps or -1,
-        gradient_clip_val=train.gradient_clip,
+        precision=precision,
+        max_epochs=epochs,
+        max_steps=max_steps or -1,
+        gradient_clip_val=gradient_clip,
         logger=logger,
-        log_every_n_steps=train.log_every_n_steps,
+        log_every_n_steps=log_every_n_steps,
         enable_checkpointing=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
         enable_progress_bar=bars,
-        callbacks=[*([TQDMProgressBar()] if bars else []), AtEachBatch(), *callbacks],
+        callbacks=[
+            *([progress_bar(accelerator, log_every_n_steps)] if bars else []),
+            AtEachBatch(),
+            *callbacks,
+        ],
     )
-    masks = nullcontext() if use_gpu(config) else bit_dropout(module.model)
-    with warnings.catch_warnings(), masks:  # Lightning 2.6 calls an API torch 2.13 deprecates
+
+
+def progress_bar(accelerator: str, log_every_n_steps: int) -> TQDMProgressBar:
+    """Lightning's bar, which reads the logged values back at each refresh: on a GPU a wait for
+    the step, so there it refreshes as often as the loss is logged."""
+    return TQDMProgressBar(refresh_rate=log_every_n_steps if accelerator == "gpu" else 1)
+
+
+def fit(
+    trainer: L.Trainer,
+    module: NLIClassifier,
+    datamodule: L.LightningDataModule,
+    checkpoint: Path | None = None,
+) -> PreTrainedModel:
+    """`trainer.fit`, from `checkpoint` if given: on a GPU with attention that never waits for
+    the GPU, on a CPU with its cheap dropout masks; returns the trained model."""
+    on_gpu = isinstance(trainer.accelerator, CUDAAccelerator)
+    attention: AbstractContextManager[None] = (
+        attention_without_sync(module.model) if on_gpu else bit_dropout(module.model)
+    )
+    with warnings.catch_warnings(), attention:  # Lightning 2.6 calls an API torch 2.13 deprecates
         warnings.filterwarnings("ignore", module="lightning.pytorch.utilities._pytree")
         try:
             # our own resume checkpoint (optimizer and sampler state): not weights only

@@ -8,9 +8,9 @@ from torchmetrics.classification import MulticlassAccuracy
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from seedvar.errors import DivergedError
-from seedvar.metrics import TRAIN_LOSS
 
 NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias", "layernorm", "layer_norm")
+TRAIN_LOSS = "train/loss"
 LEARNING_RATE = "train/learning_rate"
 FUSED_PRECISIONS = ("32-true", "bf16-mixed")
 

@@ -1,6 +1,7 @@
 """Resumable seeds: a checkpoint of everything training needs to continue exactly.
 
-Every n optimizer steps the Trainer state (weights, optimizer, scheduler, loop progress, the
+Every few minutes of training (`train.checkpoint_every_minutes`; or every n optimizer steps)
+the Trainer state (weights, optimizer, scheduler, loop progress, the
 training loader's position in the epoch via its `state_dict`) and the RNG state (dropout) are
 saved atomically. A seed started again with that checkpoint present continues from it; on
 CPU its final predictions equal those of an uninterrupted run.
@@ -9,6 +10,8 @@ CPU its final predictions equal those of an uninterrupted run.
 from __future__ import annotations
 
 import os
+import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -27,29 +30,54 @@ def batches_done_in_epoch(trainer: L.Trainer) -> int:
 
 
 class ResumeCheckpoint(L.Callback):
-    """Saves the checkpoint at `path` every `every_n_steps` steps; its own state (saved in the
-    checkpoint by Lightning) is the RNG state, which Lightning's checkpoint leaves out.
+    """Saves the checkpoint at `path` once `every_minutes` of training have passed since the
+    last save (or the start), and every `every_n_steps` steps where that is set; its own state
+    (saved in the checkpoint by Lightning) is the RNG state, which Lightning's checkpoint leaves
+    out. A save's seconds and bytes go to the logger (`checkpoint/seconds`, `checkpoint/bytes`).
     seedvar's own rather than Lightning's ModelCheckpoint: that one saves after a step (the
     step's RNG draws already spent), into a folder it creates with parents, and without the
     RNG state, so a resumed seed would not retrace the same dropout masks."""
 
-    def __init__(self, path: Path, every_n_steps: int) -> None:
+    def __init__(
+        self, path: Path, every_minutes: float | None, every_n_steps: int | None = None
+    ) -> None:
         self.path = path
+        self.every_seconds = every_minutes * 60 if every_minutes else None
         self.every_n_steps = every_n_steps
+        self.last_saved = time.monotonic()
+        self.saves: list[tuple[float, int]] = []  # (seconds, bytes) of each save
+
+    def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        self.last_saved = time.monotonic()
+
+    def due(self, step: int) -> bool:
+        """Whether to save before step `step`."""
+        if step == 0:
+            return False
+        by_steps = self.every_n_steps is not None and step % self.every_n_steps == 0
+        elapsed = time.monotonic() - self.last_saved
+        return by_steps or (self.every_seconds is not None and elapsed >= self.every_seconds)
 
     def on_train_batch_start(
         self, trainer: L.Trainer, module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         # Saved before a batch rather than after one: by then the LR scheduler has stepped too,
         # so weights, optimizer, scheduler, RNG and batch position all describe step k.
-        step = trainer.global_step
-        if step == 0 or step % self.every_n_steps:
+        if not self.due(trainer.global_step):
             return
+        started = time.monotonic()
         # not parents=True: a work folder taken over by another attempt must not come back
         self.path.parent.mkdir(exist_ok=True)
         partial = temporary(self.path)
         trainer.save_checkpoint(partial)
         os.replace(partial, self.path)
+        self.last_saved = time.monotonic()
+        cost = (self.last_saved - started, self.path.stat().st_size)
+        self.saves.append(cost)
+        if trainer.logger:
+            seconds, size = cost
+            metrics = {"checkpoint/seconds": seconds, "checkpoint/bytes": float(size)}
+            trainer.logger.log_metrics(metrics, step=trainer.global_step)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -61,3 +89,13 @@ class ResumeCheckpoint(L.Callback):
         torch.set_rng_state(state_dict["torch_rng"])
         if state_dict["cuda_rng"]:
             torch.cuda.set_rng_state_all(state_dict["cuda_rng"])
+
+
+def readable(checkpoint: Path) -> bool:
+    """Whether a checkpoint file is whole: torch saves a zip archive, whose every member's
+    CRC is checked here (a truncated or damaged file is not; a second or two per GB)."""
+    try:
+        with zipfile.ZipFile(checkpoint) as archive:
+            return archive.testzip() is None
+    except (OSError, zipfile.BadZipFile, EOFError):
+        return False

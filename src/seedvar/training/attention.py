@@ -1,0 +1,45 @@
+"""Attention without a host sync per step.
+
+transformers builds SDPA's padding mask with a shortcut: where no token of the batch is padding
+it passes no mask at all, which it finds out with `padding_mask.all()`, a value the CPU must wait
+for on every forward pass (on a GPU the step's queue drains: the GPU idles while Python catches
+up). Here the mask is always built; a batch without padding gets a mask that masks nothing, the
+same attention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from transformers import AttentionInterface, PreTrainedModel
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+SDPA = "seedvar_sdpa"  # transformers' SDPA attention with `mask_without_sync`
+
+
+def mask_without_sync(*args: Any, **kwargs: Any) -> torch.Tensor | None:
+    """transformers' SDPA mask, never skipped on the strength of the mask's values."""
+    return sdpa_mask(
+        *args, **{**kwargs, "allow_is_causal_skip": False, "allow_is_bidirectional_skip": False}
+    )
+
+
+@contextmanager
+def attention_without_sync(model: PreTrainedModel) -> Iterator[None]:
+    """Inside the block a model that uses SDPA attention uses `SDPA`; it leaves with SDPA, as
+    it came (and as it is saved)."""
+    before = model.config._attn_implementation
+    if before == "sdpa":
+        model.set_attn_implementation(SDPA)
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(before)
+
+
+AttentionInterface.register(SDPA, sdpa_attention_forward)
+AttentionMaskInterface.register(SDPA, mask_without_sync)
