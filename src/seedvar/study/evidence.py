@@ -1,8 +1,10 @@
 """What the verdict weighs, gathered from a study's seeds: the seeds table with each tested
 column's bias-free counterpart added, every column's evaluation noise between seeds, and the
 design (reference columns with their majority class, tested columns). From the seeds'
-per-example predictions (a study seedvar ran), or from a published per-run table of rates
-with the declared sets' examples (binomial noise: no predictions to pair)."""
+per-example predictions and scores (a study seedvar ran: the counterpart is the AUC of its
+label's score, threshold-free), or from a published per-run table of rates with the declared
+sets' examples (binomial noise: no predictions to pair; the counterpart is the equal-variance
+bias-free accuracy, the only one rates allow)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.special import logsumexp
 
 from seedvar.config import Config
-from seedvar.declared import Diagnostic, design_columns, in_distribution_name
+from seedvar.declared import (
+    Diagnostic,
+    design_columns,
+    in_distribution_name,
+    task_to_diagnostic,
+)
 from seedvar.errors import SeedvarError
 from seedvar.metrics import (
     accuracy_of_counts,
@@ -24,8 +32,14 @@ from seedvar.metrics import (
     other_labels_column,
 )
 from seedvar.study.job import SeedJob
-from seedvar.study.noise import ColumnNoise, Scored, binomial_noise, paired_noise
-from seedvar.study.verdict import Design, Noise
+from seedvar.study.noise import (
+    ColumnNoise,
+    Scored,
+    binomial_noise,
+    paired_auc_noise,
+    paired_noise,
+)
+from seedvar.study.verdict import Design, Measure, Noise
 
 
 @dataclass(frozen=True)
@@ -55,14 +69,48 @@ def answers(runs_dir: Path, seeds: list[int], set_name: str) -> tuple[pd.DataFra
     return examples.drop(columns=["predicted"]), predicted
 
 
+def auc_column(column: str) -> str:
+    """The seeds-table name of a column's threshold-free counterpart: the AUC of its label's
+    score within the column's bias-free scope."""
+    return f"{column} [AUC]"
+
+
+def label_scores(
+    runs_dir: Path, seeds: list[int], set_name: str, config: Config, declared: Diagnostic
+) -> np.ndarray:
+    """Seeds x examples x the diagnostic's labels: each label's log-odds from the seeds' saved
+    logits (the task labels it collapses, against the rest)."""
+    target = np.asarray(task_to_diagnostic(config.task, declared, set_name))
+    names = [f"logit_{label}" for label in config.task.labels]
+    found = []
+    for seed in seeds:
+        path = SeedJob(runs_dir, seed).folder / "predictions" / f"{set_name}.parquet"
+        frame = pd.read_parquet(path)
+        if not set(names) <= set(frame.columns):
+            raise SeedvarError(f"{path} has no logits ({', '.join(names)}); evaluate it again")
+        logits = frame[names].to_numpy(float)
+        found.append(
+            np.stack(
+                [
+                    logsumexp(logits[:, target == x], axis=1)
+                    - logsumexp(logits[:, target != x], axis=1)
+                    for x in range(len(declared.labels))
+                ],
+                axis=-1,
+            )
+        )
+    return np.stack(found)
+
+
 def as_noise(found: ColumnNoise) -> Noise:
     """A bootstrap's noise as the verdict takes it."""
     return Noise(found.paired_var, tuple(float(v) for v in found.single_var), found.method)
 
 
-def _design(config: Config, majority: dict[str, float]) -> Design:
+def _design(config: Config, majority: dict[str, float], measure: Measure) -> Design:
     reference, tested = design_columns(config.task, config.diagnostics)
-    return Design(reference, tested, majority, {c: bias_free_column(c) for c in tested})
+    name = auc_column if measure == "AUC" else bias_free_column
+    return Design(reference, tested, majority, {c: name(c) for c in tested}, measure)
 
 
 def _resampling(examples: pd.DataFrame, declared: Diagnostic) -> dict[str, np.ndarray | None]:
@@ -79,7 +127,7 @@ def _resampling(examples: pd.DataFrame, declared: Diagnostic) -> dict[str, np.nd
 
 def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evidence:
     """Evidence from the seeds' prediction files: paired-bootstrap noise of every accuracy
-    column, and the bias-free counterpart of every tested column with its noise."""
+    column, and the AUC counterpart of every tested column with its noise."""
     seeds, task = config.seeds, config.task
     noise: dict[str, Noise] = {}
     majority: dict[str, float] = {}
@@ -95,19 +143,22 @@ def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evi
     for name, declared in config.diagnostics.items():
         examples, predicted = answers(runs_dir, seeds, name)
         gold = examples["gold"].to_numpy()
-        scored = Scored(gold, predicted, len(declared.labels), **_resampling(examples, declared))
+        scores = label_scores(runs_dir, seeds, name, config, declared)
+        scored = Scored(
+            gold, predicted, len(declared.labels), **_resampling(examples, declared), scores=scores
+        )
         scopes = bias_free_scopes(name, declared, examples)
         for column, mask in diagnostic_columns(name, declared, examples):
             noise[column.name] = as_noise(paired_noise(scored.subset(mask), accuracy_of_counts))
             if column.name in tested:
-                free = paired_noise(scored.subset(scopes[column.name]), bias_free_accuracy)
-                noise[bias_free_column(column.name)] = as_noise(free)
-                extra[bias_free_column(column.name)] = free.values
+                free = paired_auc_noise(scored.subset(scopes[column.name]))
+                noise[auc_column(column.name)] = as_noise(free)
+                extra[auc_column(column.name)] = free.values
                 rest = scopes[column.name] & ~mask
                 if rest.any():
                     hits = predicted[:, rest] == gold[rest]
                     extra[other_labels_column(column.name)] = hits.mean(axis=1)
-    return Evidence(table.assign(**extra), noise, _design(config, majority))
+    return Evidence(table.assign(**extra), noise, _design(config, majority, "AUC"))
 
 
 def _rate_noise(rates: list[np.ndarray], sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -189,4 +240,4 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
             extra[free] = values
             method = "delta method on binomial rates"
             noise[free] = Noise(float(variance.mean()), tuple(variance.tolist()), method)
-    return Evidence(table.assign(**extra), noise, _design(config, majority))
+    return Evidence(table.assign(**extra), noise, _design(config, majority, "equal-variance"))

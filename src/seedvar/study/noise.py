@@ -10,7 +10,8 @@ seed's deviation from the seeds' mean is taken over the resamples. Examples ever
 answers alike add nothing; identical seeds have zero noise.
 
 A statistic is a function of per-seed confusion counts (`confusion[..., gold, predicted]`),
-so accuracy and the bias-free accuracy share one resampling.
+so accuracy and the bias-free accuracy share one resampling. Where the seeds' scores are kept,
+`paired_auc_noise` resamples the same units for the threshold-free AUC of each label's score.
 """
 
 from __future__ import annotations
@@ -30,14 +31,15 @@ Statistic = Callable[[np.ndarray], np.ndarray]  # confusion (..., L, L) -> value
 @dataclass(frozen=True)
 class Scored:
     """The seeds' answers on one set's examples: gold (n) and predicted (seeds x n) labels,
-    and the resampling design (each example's cluster and stratum; None: the example itself
-    and one stratum)."""
+    the resampling design (each example's cluster and stratum; None: the example itself and
+    one stratum) and, where kept, each seed's score of each label (seeds x n x labels)."""
 
     gold: np.ndarray
     predicted: np.ndarray
     n_labels: int
     clusters: np.ndarray | None = None
     strata: np.ndarray | None = None
+    scores: np.ndarray | None = None
 
     def subset(self, mask: np.ndarray) -> Scored:
         """The same seeds on the examples of `mask`."""
@@ -47,6 +49,7 @@ class Scored:
             self.n_labels,
             None if self.clusters is None else self.clusters[mask],
             None if self.strata is None else self.strata[mask],
+            None if self.scores is None else self.scores[:, mask],
         )
 
 
@@ -117,15 +120,65 @@ def paired_noise(
         weights = _weights(groups, n_units, min(_CHUNK, resamples - start), rng)
         resampled = (weights @ per_unit).reshape(-1, k, n_labels, n_labels)
         drawn.append(statistic(resampled))
-    stats = np.concatenate(drawn)  # resamples x seeds
+    return _paired(values, np.concatenate(drawn), scored, "")
+
+
+def weighted_auc(score: np.ndarray, positive: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per row of `weights` (resamples x n): the probability that a positive example's score
+    exceeds a negative one's (ties count half), the examples weighted. A threshold moves no
+    score's rank, so it leaves the AUC unchanged."""
+    negative = ~positive
+    order = np.argsort(score[negative], kind="stable")
+    sorted_negative = score[negative][order]
+    below = np.cumsum(weights[:, negative][:, order], axis=1)
+    below = np.concatenate([np.zeros((len(weights), 1)), below], axis=1)
+    left = np.searchsorted(sorted_negative, score[positive], "left")
+    right = np.searchsorted(sorted_negative, score[positive], "right")
+    beaten = below[:, left] + 0.5 * (below[:, right] - below[:, left])
+    on_positive = weights[:, positive]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (on_positive * beaten).sum(axis=1) / (on_positive.sum(axis=1) * below[:, -1])
+
+
+def label_auc(scores: np.ndarray, gold: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """One seed's AUC (scores: n x labels) per row of `weights`: with two gold labels the AUC
+    of the first one's score; with more, the mean one-vs-rest AUC of each gold label's own
+    score. 0.5 is chance whatever the number of labels."""
+    labels = np.unique(gold)
+    if len(labels) < 2:
+        raise ValueError("an AUC needs examples of at least two gold labels")
+    chosen = labels[:1] if len(labels) == 2 else labels
+    return np.mean([weighted_auc(scores[:, x], gold == x, weights) for x in chosen], axis=0)
+
+
+def paired_auc_noise(scored: Scored, resamples: int = RESAMPLES, seed: int = 0) -> ColumnNoise:
+    """Each seed's `label_auc` and its paired-bootstrap evaluation noise: the same units and
+    strata as `paired_noise`, resampled once for all seeds."""
+    if scored.scores is None:
+        raise ValueError("an AUC needs the seeds' scores")
+    ones = np.ones((1, len(scored.gold)))
+    values = np.array([label_auc(s, scored.gold, ones)[0] for s in scored.scores])
+    unit, groups = _units(scored)
+    rng = np.random.default_rng(seed)
+    drawn = []
+    for start in range(0, resamples, _CHUNK):
+        weights = _weights(groups, int(unit.max()) + 1, min(_CHUNK, resamples - start), rng)
+        per_example = weights[:, unit]
+        drawn.append(np.stack([label_auc(s, scored.gold, per_example) for s in scored.scores], 1))
+    return _paired(values, np.concatenate(drawn), scored, "AUC, ")
+
+
+def _paired(values: np.ndarray, stats: np.ndarray, scored: Scored, what: str) -> ColumnNoise:
+    """The noise of resampled statistics (resamples x seeds): paired and single."""
+    k = stats.shape[1]
     single = stats.var(axis=0, ddof=1)
     if k < 2:
-        return ColumnNoise(values, float(single.mean()), single, "bootstrap (one seed)")
+        return ColumnNoise(values, float(single.mean()), single, f"{what}bootstrap (one seed)")
     deviations = stats - stats.mean(axis=1, keepdims=True)
     paired = float(deviations.var(axis=0, ddof=1).mean() * k / (k - 1))
     unit_name = "examples" if scored.clusters is None else "clusters"
     design = "" if scored.strata is None else ", within strata"
-    return ColumnNoise(values, paired, single, f"paired bootstrap over {unit_name}{design}")
+    return ColumnNoise(values, paired, single, f"{what}paired bootstrap over {unit_name}{design}")
 
 
 def binomial_noise(values: np.ndarray, n_examples: int) -> ColumnNoise:

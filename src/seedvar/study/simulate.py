@@ -2,29 +2,39 @@
 
 Signal detection on a shared test set: every seed answers the same examples. Example j of
 gold label y (0 or 1) gives seed s the evidence x = (y - 1/2) d_s + u_j + e_sj, and the seed
-answers 1 when x > c_s. `u_j` is the example's own pull, shared by every seed (examples many
-seeds get right or wrong together), `e_sj` the seed x example part, d_s the seed's
-sensitivity (how well it generalizes) and c_s its criterion (how readily it answers label 1).
-Seeds that differ only in c_s differ in how often they answer a label, not in how they
-generalize. Seed effects are normal, or Student-t with 3 degrees of freedom (heavy tails),
-scaled to the given std. The in-distribution reference set works the same way with its own
-sensitivity and no seed effect unless given.
+answers 1 when x > c_s; x is the score it keeps. `u_j` is the example's own pull, shared by
+every seed (examples many seeds get right or wrong together), `e_sj` the seed x example part,
+d_s the seed's sensitivity (how well it generalizes) and c_s its criterion (how readily it
+answers label 1). Seeds that differ only in c_s differ in how often they answer a label,
+not in how they generalize. e_sj has std 1 on label 0 and `signal_std` on label 1 (unequal
+variances, where the equal-variance bias-free accuracy moves with c_s), normal or Gumbel.
+Seed effects
+are normal, or Student-t with 3 degrees of freedom (heavy tails), scaled to the given std. The
+in-distribution reference set works the same way with its own sensitivity and no seed effect
+unless given. The tested column's counterpart is the AUC of the scores; the equal-variance
+bias-free accuracy (what a table of rates allows) is in the table beside it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from seedvar.metrics import accuracy_of_counts, bias_free_accuracy
 from seedvar.study.evidence import as_noise
-from seedvar.study.noise import Scored, paired_noise
+from seedvar.study.noise import Scored, paired_auc_noise, paired_noise
 from seedvar.study.verdict import Design, Noise
 
-REFERENCE, TESTED, BIAS_FREE = "reference", "tested (label 1)", "tested (label 1) [bias-free]"
-DESIGN = Design((REFERENCE,), (TESTED,), {REFERENCE: 0.5}, {TESTED: BIAS_FREE})
+REFERENCE, TESTED = "reference", "tested (label 1)"
+BIAS_FREE, EQUAL_VARIANCE = f"{TESTED} [AUC]", f"{TESTED} [bias-free]"
+DESIGN = Design((REFERENCE,), (TESTED,), {REFERENCE: 0.5}, {TESTED: BIAS_FREE}, "AUC")
+# the same study decided on the equal-variance measure, as a table of rates must be
+EQUAL_DESIGN = Design(
+    (REFERENCE,), (TESTED,), {REFERENCE: 0.5}, {TESTED: EQUAL_VARIANCE}, "equal-variance"
+)
 
 
 @dataclass(frozen=True)
@@ -32,14 +42,17 @@ class Truth:
     """One kind of study: seeds, examples and the seed effects (std, latent units)."""
 
     seeds: int = 12
-    examples: int = 1000  # per gold label, of the tested set and of the reference set
+    examples: int = 1000  # per gold label of the tested set
     sensitivity: float = 1.0  # mean d of the tested set
     sensitivity_std: float = 0.0  # seeds generalizing differently
     criterion: float = 0.5  # mean c: how reluctantly seeds answer label 1
     criterion_std: float = 0.0  # seeds answering label 1 more or less often
     reference_sensitivity: float = 2.0  # the in-distribution set: about 84 % accuracy
+    reference_examples: int = 5000  # per gold label (MNLI-m: 9,815 pairs)
     shared: float = 0.7  # std of the examples' own pull, shared by every seed
     heavy_tails: bool = False
+    signal_std: float = 1.0  # std of label 1's own evidence (label 0's: 1)
+    evidence: Literal["normal", "gumbel"] = "normal"
 
 
 def _effects(rng: np.random.Generator, truth: Truth, std: float) -> np.ndarray:
@@ -49,30 +62,44 @@ def _effects(rng: np.random.Generator, truth: Truth, std: float) -> np.ndarray:
 
 
 def _answers(
-    rng: np.random.Generator, truth: Truth, sensitivity: np.ndarray, criterion: np.ndarray
+    rng: np.random.Generator,
+    truth: Truth,
+    sensitivity: np.ndarray,
+    criterion: np.ndarray,
+    examples: int,
 ) -> Scored:
-    gold = np.repeat([0, 1], truth.examples)
+    gold = np.repeat([0, 1], examples)
     pull = rng.normal(0.0, truth.shared, len(gold))
-    own = rng.normal(0.0, 1.0, (truth.seeds, len(gold)))
+    shape = (len(sensitivity), len(gold))
+    if truth.evidence == "gumbel":  # standardized: mean 0, std 1
+        own = (rng.gumbel(0.0, 1.0, shape) - np.euler_gamma) * np.sqrt(6) / np.pi
+    else:
+        own = rng.normal(0.0, 1.0, shape)
+    own *= np.where(gold == 1, truth.signal_std, 1.0)[None, :]
     evidence = (gold - 0.5)[None, :] * sensitivity[:, None] + pull[None, :] + own
-    return Scored(gold, (evidence > criterion[:, None]).astype(int), 2)
+    scores = np.stack([-evidence, evidence], axis=-1)
+    return Scored(gold, (evidence > criterion[:, None]).astype(int), 2, scores=scores)
 
 
 def study(
     truth: Truth, seed: int, resamples: int = 200
 ) -> tuple[pd.DataFrame, dict[str, Noise], Design]:
     """One simulated study: its seeds table (the reference's accuracy, the tested set's
-    accuracy on label 1 and its bias-free accuracy), their noise, and the design."""
+    accuracy on label 1, its AUC and its equal-variance bias-free accuracy), their noise, and
+    the design (on the AUC)."""
     rng = np.random.default_rng(seed)
     sensitivity = truth.sensitivity + _effects(rng, truth, truth.sensitivity_std)
     criterion = truth.criterion + _effects(rng, truth, truth.criterion_std)
-    tested = _answers(rng, truth, sensitivity, criterion)
+    tested = _answers(rng, truth, sensitivity, criterion, truth.examples)
     flat = np.zeros(truth.seeds)
-    reference = _answers(rng, truth, flat + truth.reference_sensitivity, flat)
+    equal = Truth(seeds=truth.seeds, shared=truth.shared)  # equal-variance normal evidence
+    sensitivities = flat + truth.reference_sensitivity
+    reference = _answers(rng, equal, sensitivities, flat, truth.reference_examples)
     found = {
         REFERENCE: paired_noise(reference, accuracy_of_counts, resamples, seed),
         TESTED: paired_noise(tested.subset(tested.gold == 1), accuracy_of_counts, resamples, seed),
-        BIAS_FREE: paired_noise(tested, bias_free_accuracy, resamples, seed),
+        BIAS_FREE: paired_auc_noise(tested, resamples, seed),
+        EQUAL_VARIANCE: paired_noise(tested, bias_free_accuracy, resamples, seed),
     }
     table = pd.DataFrame({name: f.values for name, f in found.items()})
     noise = {name: as_noise(f) for name, f in found.items()}

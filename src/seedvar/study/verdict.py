@@ -5,8 +5,11 @@ task's in-distribution sets but differ widely on the diagnostic sets, in how the
 and not only in how often they answer a label? Per column the across-seed variance is split
 into evaluation noise (given: the noise of differences between seeds on a shared set) and seed
 variance. A tested diagnostic column passes when its seed std, and that of its bias-free
-counterpart (the accuracy with the seeds' answer bias taken out), both exceed a margin set by
-the in-distribution columns' spread. Correlations across seeds use permutation p-values.
+counterpart (the AUC of its label's score where scores exist: threshold-free; from a table of
+rates, the equal-variance bias-free accuracy), both exceed a margin set by the in-distribution
+columns' spread. "Label bias" needs a paired test showing the raw spread exceeds the
+counterpart's; "does not reproduce" needs every column's upper bound below the margin.
+Correlations across seeds use permutation p-values.
 Undefined values are None (with the reason), never NaN or inf. Every decision carries its
 reason as data (a rule and its numbers); `reason_text` words it, in one place.
 """
@@ -30,12 +33,17 @@ Rule = Literal[
     "near chance",
     "passes",
     "label bias",
+    "not separated",
     "diagnostic at chance",
     "few seeds",
-    "sets too small",
-    "too few seeds",
-    "none passes",
+    "ruled out",
+    "undecided",
 ]
+Measure = Literal["AUC", "equal-variance"]
+MEASURES: dict[str, str] = {  # how a reason names a bias-free measure
+    "AUC": "AUC of its label's score (threshold-free)",
+    "equal-variance": "equal-variance bias-free accuracy (a table of rates: no scores)",
+}
 
 ALPHA = 0.05  # family-wise error rate of every test here
 LEVEL = 0.95  # confidence level of the reported seed-std intervals
@@ -47,10 +55,12 @@ LEVEL = 0.95  # confidence level of the reported seed-std intervals
 STD_RATIO = 3.0
 STD_FLOOR = 0.01
 ONE_CLASS_SHARE = 0.95  # a seed predicting one class this often is degenerate
-BIAS_FREE_CHANCE = 0.5  # bias-free accuracy of answers that carry no information
-# Below this many seeds a conclusive outcome rests on the seeds' normality, which a handful of
-# seeds cannot check (the paper's own runs are not normal): the verdict says so instead.
-NORMAL_SEEDS = 10
+BIAS_FREE_CHANCE = 0.5  # AUC, or bias-free accuracy, of answers carrying no information
+# The fewest seeds a conclusive outcome may rest on: where Bonett's bound is defined (k > 4)
+# and, measured by simulation (tests/test_verdict.py), the combined lower bound keeps its level
+# for normal, t3 and lognormal seeds (0.02-0.1 % at 5-6 seeds, nominal 1.25 %), while the
+# chi-square bound alone, all there is at 4 seeds, does not (4-6 % for heavy tails).
+SEED_FLOOR = 5
 # Power rule: a study needs enough seeds to detect, with DESIGN_POWER, a headline seed std of
 # DESIGN_SEED_STD (5 points; the paper's runs show 2.4 to 12 points on HANS), given the
 # in-distribution reference's own measured seed std.
@@ -58,6 +68,7 @@ DESIGN_SEED_STD = 0.05
 DESIGN_POWER = 0.8
 MAX_SEEDS = 200  # beyond this many seeds the power rule gives up
 POWER_DRAWS = 2000  # simulated studies behind each power figure
+_SHAPES = np.random.default_rng(0).standard_normal((2, POWER_DRAWS, MAX_SEEDS))
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,7 @@ class Design:
     tested: tuple[str, ...]
     majority: Mapping[str, float]  # reference column -> its majority-class accuracy
     bias_free: Mapping[str, str]  # tested column -> its bias-free column
+    measure: Measure  # what the bias-free columns hold
 
     @property
     def comparisons(self) -> int:
@@ -115,15 +127,19 @@ class Reason:
 
 @dataclass(frozen=True)
 class ColumnTest:
-    """One headline column in the decision: its one-sided seed-std lower bound and its
-    bias-free counterpart's, against the margin."""
+    """One headline column in the decision: the one-sided seed-std lower and upper bounds of
+    it and of its bias-free counterpart (against the margin), and the paired test's p that
+    its seed variance exceeds the counterpart's (None with fewer than 4 seeds)."""
 
     column: str
     seed_std_lower: float
+    seed_std_upper: float
     bias_free: str
     bias_free_lower: float
+    bias_free_upper: float
     passes: bool  # the raw column passes
     bias_free_passes: bool
+    excess_p: float | None
 
 
 @dataclass(frozen=True)
@@ -135,8 +151,10 @@ class Verdict:
     columns: tuple[ColumnVariance, ...]
     tests: tuple[ColumnTest, ...]  # empty with fewer than 2 seeds
     margin: float | None  # seed std a headline column must exceed; None below 2 seeds
-    # the power rule's seeds, asked for only once no column passes and the diagnostic is not
-    # at chance; None otherwise, or when no number of seeds up to MAX_SEEDS gives the power
+    # the seed std every column's upper bound must fall below for "does not reproduce"
+    null_margin: float | None
+    # the power rule's seeds, asked for only when undecided; None otherwise, or when no number
+    # of seeds up to MAX_SEEDS gives the power
     min_seeds: int | None
 
     @property
@@ -210,13 +228,13 @@ def _bonett_log_se(values: np.ndarray) -> np.ndarray:
 def _variance_bound(values: np.ndarray, quantile: float) -> np.ndarray:
     """One-sided confidence bound of the total variance across seeds (along the last axis):
     a `quantile` above 0.5 gives a lower bound, below 0.5 an upper one. The chi-square bound
-    (exact for normal seeds) and, from NORMAL_SEEDS seeds on (below, the verdict gives no
+    (exact for normal seeds) and, from SEED_FLOOR seeds on (below, the verdict gives no
     conclusive outcome), Bonett's kurtosis-adjusted one, whichever is more cautious."""
     values = np.asarray(values, dtype=float)
     k = values.shape[-1]
     variance = np.where(np.ptp(values, axis=-1) > 0, values.var(axis=-1, ddof=1), 0.0)
     chi_square = variance * (k - 1) / stats.chi2.ppf(quantile, k - 1)
-    if k < NORMAL_SEEDS:
+    if k < SEED_FLOOR:
         return chi_square
     z = stats.norm.ppf(quantile)
     scale = k / (k - abs(z))
@@ -302,17 +320,22 @@ def detection_power(
     (its measured one), the alpha split over `comparisons` bounds; `tested_noise_var`: the
     larger noise of the column and of its bias-free counterpart, both of which must pass.
 
-    For normal seeds, by simulation of the very bounds the verdict uses (POWER_DRAWS studies,
-    fixed random numbers, so the answer is reproducible)."""
-    if n_seeds < 2:
+    For normal seeds, of the very bounds the verdict uses: each bound is the sample variance
+    times a factor of the sample's shape (its kurtosis, for Bonett's), and for normal seeds
+    the variance is independent of the shape, so over fixed draws of the shapes (the first
+    `n_seeds` of POWER_DRAWS samples, so that a seed more adds to the same studies) the
+    tested variance is integrated exactly. 0 below SEED_FLOOR (no conclusive outcome)."""
+    if n_seeds < SEED_FLOOR:
         return 0.0
-    one_sided = alpha / comparisons
-    normal = np.random.default_rng(0).standard_normal((2, POWER_DRAWS, n_seeds))
-    reference = normal[0] * math.sqrt(reference_seed_var + reference_noise_var)
-    tested = normal[1] * math.sqrt(seed_std**2 + tested_noise_var)
-    margin = np.maximum(STD_RATIO * np.sqrt(_variance_bound(reference, one_sided)), STD_FLOOR)
-    lower = np.sqrt(np.maximum(_variance_bound(tested, 1 - one_sided) - tested_noise_var, 0.0))
-    return float(np.mean(lower > margin))
+    df, one_sided = n_seeds - 1, alpha / comparisons
+    reference, tested = _SHAPES[0, :, :n_seeds], _SHAPES[1, :, :n_seeds]
+    upper = _variance_bound(reference, one_sided)  # of standard normal seeds
+    margin = np.maximum(
+        STD_RATIO**2 * (reference_seed_var + reference_noise_var) * upper, STD_FLOOR**2
+    )
+    factor = _variance_bound(tested, 1 - one_sided) / tested.var(axis=-1, ddof=1)
+    needed = (margin + tested_noise_var) * df / (factor * (seed_std**2 + tested_noise_var))
+    return float(np.mean(stats.chi2.sf(needed, df)))
 
 
 @functools.lru_cache(maxsize=256)
@@ -325,34 +348,54 @@ def minimum_seeds(
     power: float = DESIGN_POWER,
     alpha: float = ALPHA,
 ) -> int | None:
-    """Smallest number of seeds at which `detection_power` reaches `power`, or None when even
-    MAX_SEEDS do not (evaluation sets so small, or a reference so spread, that the margin
-    alone exceeds `seed_std`). Power grows with the number of seeds: a search finds it."""
+    """Smallest number of seeds (at least SEED_FLOOR) at which `detection_power` reaches
+    `power`, or None when even MAX_SEEDS do not (evaluation sets so small, or a reference so
+    spread, that the margin alone exceeds `seed_std`)."""
     if seed_std <= STD_FLOOR:
         raise ValueError(f"a design seed std of {seed_std} cannot exceed the floor {STD_FLOOR}")
+    arguments = (reference_seed_var, reference_noise_var, tested_noise_var, comparisons)
+    return next(
+        (
+            k
+            for k in range(SEED_FLOOR, MAX_SEEDS + 1)
+            if detection_power(k, *arguments, seed_std, alpha) >= power
+        ),
+        None,
+    )
 
-    def enough(k: int) -> bool:
-        power_k = detection_power(
-            k,
-            reference_seed_var,
-            reference_noise_var,
-            tested_noise_var,
-            comparisons,
-            seed_std,
-            alpha,
-        )
-        return power_k >= power
 
-    high = 2  # gallop: the first power of two with the power, then bisect below it
-    while not enough(high):
-        if high >= MAX_SEEDS:
-            return None
-        high = min(2 * high, MAX_SEEDS)
-    low = high // 2 + 1 if high > 2 else 2
-    while low < high:
-        middle = (low + high) // 2
-        low, high = (low, middle) if enough(middle) else (middle + 1, high)
-    return low
+def seeds_to_rule_out(
+    seed_var: float, noise_var: float, margin: float, one_sided: float
+) -> int | None:
+    """Seeds at which a column whose seed and noise variances are those measured would have
+    its one-sided (chi-square) seed-std upper bound below `margin`, or None when no number
+    up to MAX_SEEDS would (its seed std is not below the margin)."""
+    total = seed_var + noise_var
+    return next(
+        (
+            k
+            for k in range(SEED_FLOOR, MAX_SEEDS + 1)
+            if total * (k - 1) / stats.chi2.ppf(one_sided, k - 1) - noise_var < margin**2
+        ),
+        None,
+    )
+
+
+def excess_spread_p(raw: np.ndarray, free: np.ndarray, raw_noise: float, free_noise: float):
+    """One-sided p that a column's seed variance exceeds its counterpart's, paired across the
+    same seeds: Pitman-Morgan's test, the covariance of raw - free with raw + free being the
+    difference of the two variances, here less the difference of their noise. None with fewer
+    than 4 seeds or no spread."""
+    k = len(raw)
+    difference, total = raw - free, raw + free
+    spread = float(difference.var(ddof=1)) if k > 1 else 0.0
+    if k < 4 or spread == 0:
+        return None
+    adjusted = total - (raw_noise - free_noise) / spread * difference
+    if np.ptp(adjusted) == 0:
+        return None
+    r = float(np.clip(np.corrcoef(difference, adjusted)[0, 1], -1 + 1e-12, 1 - 1e-12))
+    return float(stats.t.sf(r * math.sqrt((k - 2) / (1 - r**2)), k - 2))
 
 
 def _not_above_majority(
@@ -415,19 +458,20 @@ def verdict(
     In this order: inconclusive when a seed predicts one class on >= ONE_CLASS_SHARE of an
     in-distribution set (`prediction_shares`), or a reference column's mean accuracy is not
     significantly above its majority class (one-sided, at alpha). Then each tested column's
-    one-sided lower bound of its seed std, and of its bias-free counterpart's, is set against
-    the margin max(STD_RATIO x the largest upper bound of the references' seed std,
-    STD_FLOOR); the bounds are at alpha / `design.comparisons` each (Bonferroni; a column
-    and its counterpart must both pass: intersection-union). "reproduces" when some column
-    passes both; "inconclusive" (label bias) when some raw column passes but no counterpart
-    does: the seeds differ in how often they answer a label; "inconclusive" (diagnostic at
-    chance) when no seed's bias-free score on any tested column is significantly above
-    chance. Otherwise "does not reproduce" only with at least `minimum_seeds` seeds (the
-    power to see an effect had there been one); with fewer, inconclusive. With fewer than
-    NORMAL_SEEDS seeds neither conclusive outcome is given (rule "few seeds").
+    one-sided seed-std bounds, and its bias-free counterpart's, are set against the margin
+    max(STD_RATIO x the largest upper bound of the references' seed std, STD_FLOOR); the
+    bounds are at alpha / `design.comparisons` each (Bonferroni; a column and its counterpart
+    must both pass: intersection-union). "reproduces" when some column passes both. When a
+    raw column passes but no counterpart does: "label bias" if the paired test shows the raw
+    seed variance exceeding the counterpart's (Bonferroni over such columns), else "not
+    separated". "diagnostic at chance" when no seed's bias-free score on any tested column is
+    significantly above chance. "does not reproduce" only when every column's upper bound
+    (or its counterpart's) is below the null margin, max(STD_RATIO x the largest lower bound
+    of the references' seed std, STD_FLOOR); otherwise "undecided", with the seeds that
+    would decide it. Below SEED_FLOOR seeds no conclusive outcome (rule "few seeds").
 
-    The tested bounds subtract the paired evaluation noise (`noise`); the references' upper
-    bounds bound the total spread, whatever the noise.
+    The tested bounds subtract the paired evaluation noise (`noise`); the references' bounds
+    bound the total spread, whatever the noise.
     """
     references = {c: _accuracies(table, c) for c in design.reference}
     tested = {c: _accuracies(table, c) for c in design.tested}
@@ -437,69 +481,56 @@ def verdict(
     paired = {c: _noise(noise, c).paired_var for c in [*shown, *others]}
     columns = tuple(seed_variance(table, paired, [*shown, *others]))
     k = len(table)
-    reference_noise = max(paired[c] for c in design.reference)
-    reference_seed_var = max(
-        max(float(v.var(ddof=1)) - paired[c], 0.0) if k > 1 else 0.0 for c, v in references.items()
-    )
-    tested_noise = max(max(paired[c], paired[design.bias_free[c]]) for c in design.tested)
-
+    one_sided = alpha / design.comparisons
     tests: tuple[ColumnTest, ...] = ()
-    margin = None
+    margin = null_margin = None
     if k >= 2:
-        one_sided = alpha / design.comparisons
-        upper = max(_std_bound(v, one_sided, 0.0) for v in references.values())
-        margin = max(STD_RATIO * upper, STD_FLOOR)
-        found = []
-        for column, values in tested.items():
-            free = design.bias_free[column]
-            low = _std_bound(values, 1 - one_sided, paired[column])
-            free_low = _std_bound(bias_free[column], 1 - one_sided, paired[free])
-            found.append(ColumnTest(column, low, free, free_low, low > margin, free_low > margin))
-        tests = tuple(found)
-
-    min_k: int | None = None  # asked for once no column passes
+        margin = max(
+            STD_RATIO * max(_std_bound(v, one_sided, 0.0) for v in references.values()),
+            STD_FLOOR,
+        )
+        null_margin = max(
+            STD_RATIO * max(_std_bound(v, 1 - one_sided, 0.0) for v in references.values()),
+            STD_FLOOR,
+        )
+        tests = tuple(
+            _column_test(
+                column, design.bias_free[column], tested[column], bias_free[column], paired
+            )(one_sided, margin)
+            for column in design.tested
+        )
+    min_k: int | None = None  # asked for only when undecided
 
     def decided(outcome: Outcome, rule: Rule, **numbers: Any) -> Verdict:
-        if outcome != "inconclusive" and k < NORMAL_SEEDS:
-            numbers = {"would": outcome, "seeds": k, "needed": NORMAL_SEEDS, **numbers}
+        numbers = {"measure": design.measure, **numbers}
+        if outcome != "inconclusive" and k < SEED_FLOOR:
+            numbers = {"would": outcome, "seeds": k, "needed": SEED_FLOOR, **numbers}
             outcome, rule = "inconclusive", "few seeds"
-        return Verdict(outcome, Reason(rule, numbers), columns, tests, margin, min_k)
+        return Verdict(outcome, Reason(rule, numbers), columns, tests, margin, null_margin, min_k)
 
     one_class = _one_class(prediction_shares or {}, k)
     if one_class is not None:
-        return Verdict("inconclusive", one_class, columns, tests, margin, min_k)
+        return Verdict("inconclusive", one_class, columns, tests, margin, null_margin, min_k)
     not_learned = learned(table, noise, design, alpha)
     if not_learned is not None:
         column, mean, majority, p = not_learned
         return decided(
             "inconclusive", "near chance", column=column, mean=mean, chance=majority, p=p
         )
-    reference = " / ".join(design.reference)
     both = [t for t in tests if t.passes and t.bias_free_passes]
     if both:
-        bounds = {t.column: t.seed_std_lower for t in both}
-        free_bounds = {t.bias_free: t.bias_free_lower for t in both}
         return decided(
             "reproduces",
             "passes",
-            bounds=bounds,
-            bias_free=free_bounds,
+            bounds={t.column: t.seed_std_lower for t in both},
+            bias_free={t.bias_free: t.bias_free_lower for t in both},
             margin=margin,
-            reference=reference,
+            reference=" / ".join(design.reference),
             alpha=alpha,
         )
     raw_only = [t for t in tests if t.passes]
     if raw_only:
-        best = max(raw_only, key=lambda t: t.seed_std_lower)
-        return decided(
-            "inconclusive",
-            "label bias",
-            column=best.column,
-            lower=best.seed_std_lower,
-            bias_free=best.bias_free,
-            bias_free_lower=best.bias_free_lower,
-            margin=margin,
-        )
+        return _raw_only(raw_only, alpha, margin, decided)
     checks = len(design.tested) * k
     above = {
         c: _above_chance(v, _noise(noise, design.bias_free[c]), checks, alpha)
@@ -508,19 +539,106 @@ def verdict(
     if not any(above.values()):
         means = {design.bias_free[c]: float(v.mean()) for c, v in bias_free.items()}
         return decided("inconclusive", "diagnostic at chance", means=means, chance=BIAS_FREE_CHANCE)
-    min_k = minimum_seeds(reference_seed_var, reference_noise, tested_noise, design.comparisons)
-    if min_k is None:
-        return decided("inconclusive", "sets too small", seed_std=DESIGN_SEED_STD)
-    if k < min_k or margin is None:  # min_k >= 2, so margin is set past this point
-        return decided("inconclusive", "too few seeds", seeds=k, needed=min_k)
-    best_test = max(tests, key=lambda test: min(test.seed_std_lower, test.bias_free_lower))
-    largest = {best_test.column: best_test.seed_std_lower}
-    return decided("does not reproduce", "none passes", margin=margin, largest=largest)
+    if null_margin is None:  # one seed: no spread to bound
+        return decided("inconclusive", "undecided", seeds=k, largest=None)
+    uppers = {t.column: min(t.seed_std_upper, t.bias_free_upper) for t in tests}
+    worst = max(uppers, key=lambda c: uppers[c])
+    if uppers[worst] < null_margin:
+        largest = {worst: uppers[worst]}
+        return decided("does not reproduce", "ruled out", margin=null_margin, largest=largest)
+    reference_seed_var = max(
+        max(float(v.var(ddof=1)) - paired[c], 0.0) for c, v in references.items()
+    )
+    min_k = minimum_seeds(
+        reference_seed_var,
+        max(paired[c] for c in design.reference),
+        max(max(paired[c], paired[design.bias_free[c]]) for c in design.tested),
+        design.comparisons,
+    )
+    rule_out = [
+        _rule_out_seeds(t, tested[t.column], bias_free[t.column], paired, null_margin, one_sided)
+        for t in tests
+        if uppers[t.column] >= null_margin
+    ]
+    return decided(
+        "inconclusive",
+        "undecided",
+        seeds=k,
+        margin=null_margin,
+        largest={worst: uppers[worst]},
+        power_seeds=min_k,
+        rule_out_seeds=None if None in rule_out else max(rule_out),  # type: ignore[type-var]
+    )
+
+
+def _column_test(column: str, free: str, raw: np.ndarray, counterpart: np.ndarray, paired):
+    """A tested column's bounds and paired test, given the level and the margin."""
+
+    def test(one_sided: float, margin: float) -> ColumnTest:
+        low = _std_bound(raw, 1 - one_sided, paired[column])
+        free_low = _std_bound(counterpart, 1 - one_sided, paired[free])
+        return ColumnTest(
+            column,
+            low,
+            _std_bound(raw, one_sided, paired[column]),
+            free,
+            free_low,
+            _std_bound(counterpart, one_sided, paired[free]),
+            low > margin,
+            free_low > margin,
+            excess_spread_p(raw, counterpart, paired[column], paired[free]),
+        )
+
+    return test
+
+
+def _raw_only(raw_only: list[ColumnTest], alpha: float, margin, decided) -> Verdict:
+    """Raw columns pass, no counterpart does: label bias where the paired test shows the raw
+    spread exceeding the counterpart's (Bonferroni over these columns), else not separated."""
+    level = alpha / len(raw_only)
+    shown = [t for t in raw_only if t.excess_p is not None and t.excess_p < level]
+    best = max(shown or raw_only, key=lambda t: t.seed_std_lower)
+    return decided(
+        "inconclusive",
+        "label bias" if shown else "not separated",
+        column=best.column,
+        lower=best.seed_std_lower,
+        bias_free=best.bias_free,
+        bias_free_lower=best.bias_free_lower,
+        bias_free_upper=best.bias_free_upper,
+        p=best.excess_p,
+        level=level,
+        margin=margin,
+    )
+
+
+def _rule_out_seeds(
+    test: ColumnTest,
+    raw: np.ndarray,
+    counterpart: np.ndarray,
+    paired: Mapping[str, float],
+    margin: float,
+    one_sided: float,
+) -> int | None:
+    """Seeds at which this column, at the spreads measured, would be ruled out (the fewer of
+    its own and its counterpart's), or None."""
+    found = [
+        seeds_to_rule_out(max(float(v.var(ddof=1)) - paired[c], 0.0), paired[c], margin, one_sided)
+        for c, v in ((test.column, raw), (test.bias_free, counterpart))
+    ]
+    known = [x for x in found if x is not None]
+    return min(known) if known else None
+
+
+def _points(value: float) -> str:
+    return f"{100 * value:.2f}"
 
 
 def reason_text(outcome: str, reason: Reason) -> str:
-    """A verdict's reason in one sentence: the only place its wording lives."""
+    """A verdict's reason in one sentence: the only place its wording lives (seed stds and
+    margins in points)."""
     n = reason.numbers
+    measure = MEASURES.get(n.get("measure", ""), "bias-free counterpart")
     if reason.rule == "one class":
         return (
             f"inconclusive: {n['seeds']} of {n['of']} seeds predict one class on at least "
@@ -533,56 +651,75 @@ def reason_text(outcome: str, reason: Reason) -> str:
             "not learned"
         )
     if reason.rule == "few seeds":
+        inner: Rule = "passes" if n["would"] == "reproduces" else "ruled out"
         return (
-            f"inconclusive: the test says {n['would']!r}, but {n['seeds']} seeds are too few to "
-            f"rely on the normality it assumes (at least {n['needed']}); "
-            + reason_text(n["would"], Reason(_inner_rule(n["would"]), n)).split(": ", 1)[1]
+            f"inconclusive: the test says {n['would']!r}, but {n['seeds']} seeds are fewer than "
+            f"the {n['needed']} its bounds keep their level with; "
+            + reason_text(n["would"], Reason(inner, n)).split(": ", 1)[1]
         )
     if reason.rule == "passes":
-        bounds = ", ".join(f"{column} {low:.3f}" for column, low in n["bounds"].items())
-        free = ", ".join(f"{low:.3f}" for low in n["bias_free"].values())
+        bounds = ", ".join(f"{column} {_points(low)}" for column, low in n["bounds"].items())
+        free = ", ".join(_points(low) for low in n["bias_free"].values())
         return (
             f"reproduces: the seed-std lower bound of {bounds} exceeds the margin "
-            f"{n['margin']:.3f} ({STD_RATIO:g} x {n['reference']}'s seed-std upper bound, at "
-            f"least {STD_FLOOR}) at family-wise alpha {n['alpha']}, and so does that of its "
-            f"bias-free accuracy ({free}): the seeds differ in how they generalize, not only "
-            "in how often they answer a label"
+            f"{_points(n['margin'])} points ({STD_RATIO:g} x {n['reference']}'s seed-std upper "
+            f"bound, at least {_points(STD_FLOOR)}) at family-wise alpha {n['alpha']}, and so "
+            f"does that of its {measure} ({free}): the seeds differ in how they generalize, not "
+            "only in how often they answer a label"
         )
-    if reason.rule == "label bias":
-        return (
+    if reason.rule in ("label bias", "not separated"):
+        head = (
             f"inconclusive: {n['column']} spreads across seeds (seed-std lower bound "
-            f"{n['lower']:.3f} > margin {n['margin']:.3f}) but its bias-free accuracy does not "
-            f"(lower bound {n['bias_free_lower']:.3f}): the seeds differ in how often they "
-            "answer a label, not shown to differ in how they generalize"
+            f"{_points(n['lower'])} > margin {_points(n['margin'])} points) but its {measure} "
+            f"does not (lower bound {_points(n['bias_free_lower'])}, upper "
+            f"{_points(n['bias_free_upper'])})"
+        )
+        if reason.rule == "label bias":
+            return (
+                f"{head}, and the raw spread exceeds it (paired test p = {n['p']:.2g} < "
+                f"{n['level']:.2g}): the seeds differ in how often they answer a label, not "
+                "shown to differ in how they generalize"
+            )
+        tested = "no paired test (too few seeds)" if n["p"] is None else f"p = {n['p']:.2g}"
+        return (
+            f"{head}; the raw spread is not shown to exceed it ({tested}, level "
+            f"{n['level']:.2g}): neither a generalization difference nor label bias is shown"
         )
     if reason.rule == "diagnostic at chance":
         means = ", ".join(f"{column} {mean:.3f}" for column, mean in n["means"].items())
         return (
-            f"inconclusive: no seed's bias-free accuracy on a headline column is significantly "
-            f"above chance ({n['chance']}; means {means}): the seeds do not tell the diagnostic "
+            f"inconclusive: no seed's {measure} on a headline column is significantly above "
+            f"chance ({n['chance']}; means {means}): the seeds do not tell the diagnostic "
             "set's labels apart, so their spread there is how often they answer a label"
         )
-    if reason.rule == "sets too small":
-        return (
-            f"inconclusive: no column passes, and the evaluation sets are too small to say it "
-            f"does not: their noise alone keeps the test from detecting a headline seed std of "
-            f"{n['seed_std']} with {DESIGN_POWER:.0%} power with up to {MAX_SEEDS} seeds"
+    if n["largest"] is None:
+        return f"inconclusive: {n['seeds']} seed: no spread across seeds to bound"
+    ((column, high),) = n["largest"].items()
+    if reason.rule == "undecided":
+        power = (
+            f"{n['power_seeds']} seeds"
+            if n["power_seeds"] is not None
+            else f"more than {MAX_SEEDS} seeds (the sets are too small)"
         )
-    if reason.rule == "too few seeds":
-        return (
-            f"inconclusive: no column passes, and {n['seeds']} seeds are too few to say it "
-            f"does not: detecting a headline seed std of {DESIGN_SEED_STD} with "
-            f"{DESIGN_POWER:.0%} power needs at least {n['needed']} seeds"
+        rule_out = (
+            f"about {n['rule_out_seeds']} seeds would put every upper bound below it"
+            if n["rule_out_seeds"] is not None
+            else f"no number up to {MAX_SEEDS} would rule out every column"
         )
-    ((column, low),) = n["largest"].items()
+        return (
+            f"inconclusive: no column passes, and not every one is ruled out: the seed-std "
+            f"upper bound of {column} (the smaller of its own and its {measure}'s) is "
+            f"{_points(high)}, not below the margin {_points(n['margin'])} points; at the "
+            f"spreads measured {rule_out}, and detecting a headline seed std of "
+            f"{_points(DESIGN_SEED_STD)} points with {DESIGN_POWER:.0%} power needs {power} "
+            f"({n['seeds']} here)"
+        )
     return (
-        f"{outcome}: no headline column's seed-std lower bound, with its bias-free "
-        f"accuracy's, exceeds the margin {n['margin']:.3f} (largest: {column} {low:.3f})"
+        f"{outcome}: every headline column's seed-std upper bound (or its {measure}'s) is below "
+        f"the margin {_points(n['margin'])} points ({STD_RATIO:g} x the reference's seed-std "
+        f"lower bound, at least {_points(STD_FLOOR)}; largest: {column} {_points(high)}): "
+        "the seeds are shown to generalize alike within it"
     )
-
-
-def _inner_rule(outcome: str) -> Rule:
-    return "passes" if outcome == "reproduces" else "none passes"
 
 
 def _pearson(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
