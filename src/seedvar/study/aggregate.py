@@ -195,6 +195,7 @@ def verdict_record(decision: Verdict, evidence: Evidence) -> dict[str, object]:
         "rule": decision.reason.rule,
         "numbers": decision.reason.numbers,
         "margin": decision.margin,
+        "null_margin": decision.null_margin,
         "min_seeds": decision.min_seeds,
         "design": asdict(evidence.design),
         "noise_method": {c: found.method for c, found in evidence.noise.items()},

@@ -21,7 +21,7 @@ from seedvar import tracking  # noqa: E402
 from seedvar.config import Config  # noqa: E402
 from seedvar.data.io import read_table  # noqa: E402
 from seedvar.declared import design_columns, primary_column, primary_set  # noqa: E402
-from seedvar.metrics import bias_free_column, other_labels_column  # noqa: E402
+from seedvar.metrics import other_labels_column  # noqa: E402
 from seedvar.study.aggregate import as_trained, diagnostic_masks, flat_headline  # noqa: E402
 from seedvar.study.further_report import CAPTIONS as FURTHER  # noqa: E402
 from seedvar.study.further_report import further_figures, further_text  # noqa: E402
@@ -97,10 +97,11 @@ def plot_agreement(tables: dict[str, pd.DataFrame]) -> Figure:
     return figure
 
 
-def plot_bias(ours: pd.DataFrame, headline: list[str]) -> Figure:
+def plot_bias(ours: pd.DataFrame, headline: list[str], counterpart: dict[str, str]) -> Figure:
     """(b2) Per headline column, each seed's accuracy on it against its accuracy on the other
-    gold labels of the same group, coloured by its bias-free accuracy: seeds that only
-    answer a label more or less often fall on a line from upper left to lower right."""
+    gold labels of the same group, coloured by its bias-free counterpart (`counterpart`: the
+    verdict's design, AUC or equal-variance): seeds that only answer a label more or less
+    often fall on a line from upper left to lower right."""
     shown = [c for c in headline if other_labels_column(c) in ours]
     figure, axes = plt.subplots(
         1, max(len(shown), 1), figsize=(4.2 * max(len(shown), 1), 4), layout="constrained"
@@ -110,7 +111,7 @@ def plot_bias(ours: pd.DataFrame, headline: list[str]) -> Figure:
         points = axis.scatter(
             ours[other_labels_column(column)],
             ours[column],
-            c=ours[bias_free_column(column)],
+            c=ours[counterpart[column]],
             cmap="viridis",
             vmin=0.5,
             vmax=1.0,
@@ -122,7 +123,7 @@ def plot_bias(ours: pd.DataFrame, headline: list[str]) -> Figure:
         axis.set_xlabel("accuracy on its group's other labels")
         axis.set_ylabel(column)
         axis.set_title(column, fontsize=9)
-        figure.colorbar(points, ax=axis, label="bias-free accuracy")
+        figure.colorbar(points, ax=axis, label=counterpart[column].rsplit(" ", 1)[-1])
     if not shown:
         axes[0].text(0.5, 0.5, "no headline column has other labels", ha="center")
     axes[0].legend(loc="lower left", fontsize=8)
@@ -239,7 +240,7 @@ def label_caveat(one_label: dict[str, str]) -> str:
         f"{count} of the {len(one_label)} diagnostic columns hold examples of one gold "
         "label (the table's `one gold label`): their spread across seeds includes seeds that "
         "only answer that label more or less often, which is not a difference in how they "
-        "generalize; the verdict tests such columns by bias-free accuracy, and plot (b2) "
+        "generalize; the verdict tests such columns by their bias-free counterpart, and plot (b2) "
         "shows which it is."
     )
 
@@ -266,7 +267,7 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
     figures = {
         "groups": plot_groups(ours, paper, by_set, name),
         "scatter": plot_scatter(ours, paper, base, headline, name),
-        "bias": plot_bias(ours, headline),
+        "bias": plot_bias(ours, headline, decision["design"]["bias_free"]),
         "agreement": plot_agreement({s: agreement[s] for s in plotted}),
         "std": plot_std(comparison, decision),
         **further_figures(results_dir, headline),
@@ -327,8 +328,9 @@ CAPTIONS = {
     "runs in gray.",
     "scatter": "(b) In-distribution accuracy vs each headline diagnostic column, per seed.",
     "bias": "(b2) Each headline column against the accuracy on its group's other gold labels, "
-    "per seed, coloured by bias-free accuracy: points along the dotted falling line differ "
-    "only in how often they answer a label (a threshold), not in how they generalize.",
+    "per seed, coloured by its bias-free counterpart (AUC where scores exist): points along "
+    "the dotted falling line differ only in how often they answer a label (a threshold), not "
+    "in how they generalize.",
     "agreement": "(c) Per-example agreement: how many seeds got each example right.",
     "std": (
         "(d) Spread across seeds per column: the reference's std; our seed std with evaluation "
