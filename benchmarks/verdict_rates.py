@@ -27,6 +27,12 @@ KINDS = {
     ),
     "threshold only (criterion std 1), d 1 (the paper's runs)": Truth(criterion_std=1.0),
     "threshold only, d 1, heavy-tailed (t3) seeds": Truth(criterion_std=1.0, heavy_tails=True),
+    "threshold only, d 1, unequal variances (label 1's evidence std 2)": Truth(
+        criterion_std=1.0, signal_std=2.0
+    ),
+    "threshold only, d 1, Gumbel evidence, label 1's std 0.5": Truth(
+        criterion_std=1.0, signal_std=0.5, evidence="gumbel"
+    ),
     "generalization (d std 0.6), 12 seeds": Truth(sensitivity_std=0.6),
     "generalization (d std 0.6), 20 seeds": Truth(seeds=20, sensitivity_std=0.6),
     "generalization and threshold (d std 0.6, criterion std 0.5), 20 seeds": Truth(
@@ -40,11 +46,11 @@ KINDS = {
 RULES = [
     "passes",
     "label bias",
+    "not separated",
     "diagnostic at chance",
     "few seeds",
-    "too few seeds",
-    "sets too small",
-    "none passes",
+    "undecided",
+    "ruled out",
 ]
 
 

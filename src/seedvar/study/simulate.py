@@ -8,11 +8,11 @@ d_s the seed's sensitivity (how well it generalizes) and c_s its criterion (how 
 answers label 1). Seeds that differ only in c_s differ in how often they answer a label,
 not in how they generalize. e_sj has std 1 on label 0 and `signal_std` on label 1 (unequal
 variances, where the equal-variance bias-free accuracy moves with c_s), normal or Gumbel.
-Seed effects
-are normal, or Student-t with 3 degrees of freedom (heavy tails), scaled to the given std. The
-in-distribution reference set works the same way with its own sensitivity and no seed effect
-unless given. The tested column's counterpart is the AUC of the scores; the equal-variance
-bias-free accuracy (what a table of rates allows) is in the table beside it.
+Seed effects are normal, or Student-t with 3 degrees of freedom (heavy tails), scaled to
+the given std. The in-distribution reference set works the same way with its own
+sensitivity, equal-variance normal evidence and no seed effect unless given. The tested
+column's counterpart is the AUC of the scores; the equal-variance bias-free accuracy (what a
+table of rates allows) is in the table beside it.
 """
 
 from __future__ import annotations
