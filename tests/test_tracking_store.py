@@ -1,21 +1,34 @@
-"""The default tracking store: anchored at the project root (also inside DVC's temporary
-workspaces), in write-ahead-log mode, and taking seeds at once beside a reader that holds a
-read transaction open (an `mlflow ui`) and a writer that holds the lock for 30 s."""
+"""The tracking store: the default one anchored at the project root (also inside DVC's
+temporary workspaces), in write-ahead-log mode; a write that meets a lock held past the store's
+own timeout tried again, not its seed; eight seeds' writes at once beside a reader that holds a
+transaction open (an `mlflow ui`) and a writer that holds the lock, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
+from mlflow.exceptions import MlflowException
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from seedvar.config import load_config
-from seedvar.tracking import open_store, tracking_uri
+from seedvar.errors import transient
+from seedvar.tracking import FINISHED, TrackedRun, open_store, retry, start_run, tracking_uri
+from seedvar.tracking.logger import RunLogger
 from tests.conftest import STUDY, run_command, seed_name, seed_runs, training_now
+from tests.postgres import postgres_server
 
 LONGER = ["--set", "data.max_train_examples=800", "--set", "train.epochs=2"]
 
@@ -61,11 +74,168 @@ def test_seeds_at_once_survive_a_reader_and_a_writer_that_holds_the_lock(study_d
         reader.rollback()
     print(output)  # shown with -rP
     assert launch.returncode == 0, output
+    assert "submitted again" not in output and "trying again" not in output  # no seed retried
     finished = [seed_name(run) for run in seed_runs(study_dir) if run.info.status == "FINISHED"]
     assert sorted(finished) == ["seed-0", "seed-1", "seed-2"]  # every seed once, none lost
     assert "RUNNING" not in {run.info.status for run in seed_runs(study_dir)}
+    assert not [run for run in seed_runs(study_dir) if "seedvar.resumed" in run.data.tags]
     done = run_command(
         [sys.executable, "-m", "seedvar.cli", "launch", "--profile", "smoke", *LONGER],
         timeout=STUDY,
     )
     assert "all 3 seeds are finished" in done.stdout
+
+
+BUSY_TIMEOUT_MS = 200  # MLflow's SQLite sessions wait 20 s for a lock; here 0.2 s
+STEPS = 10  # training-curve points per seed in the contention test
+
+
+@pytest.fixture
+def short_busy_timeout() -> Iterator[None]:
+    """MLflow's SQLite sessions give up on a lock after BUSY_TIMEOUT_MS, not 20 s (its own
+    PRAGMA, shortened on the way to the database)."""
+
+    def shorter(_c: Any, _cur: Any, statement: str, parameters: Any, *_: Any) -> tuple[str, Any]:
+        return statement.replace("busy_timeout = 20000", f"busy_timeout = {BUSY_TIMEOUT_MS}"), (
+            parameters
+        )
+
+    event.listen(Engine, "before_cursor_execute", shorter, retval=True)
+    yield
+    event.remove(Engine, "before_cursor_execute", shorter)
+
+
+@contextmanager
+def retries_seen(release: Callable[[], None] | None = None, at: int = 0) -> Iterator[list[str]]:
+    """The warnings of writes tried again (retry.py), as they come; at the `at`-th, `release`
+    is called (the lock holder lets go once writes have failed against its lock `at` times)."""
+    seen: list[str] = []
+
+    class Seen(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+            if release is not None and len(seen) == at:
+                release()
+
+    handler = Seen()
+    retry.log.addHandler(handler)
+    try:
+        yield seen
+    finally:
+        retry.log.removeHandler(handler)
+
+
+def sqlite_lock(database: Path) -> sqlite3.Connection:
+    """Another connection that holds the store's write lock until it commits."""
+    holder = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def log_accuracy(run: TrackedRun) -> None:
+    run.log_raw_metrics({"accuracy": 0.75})
+
+
+def log_curve_point(run: TrackedRun) -> None:
+    RunLogger(tracking_uri=run.client.tracking_uri, run_id=run.run_id).log_metrics(
+        {"accuracy": 0.75}, step=3
+    )
+
+
+@pytest.mark.parametrize("write", [log_accuracy, log_curve_point])
+def test_a_write_outlasts_a_lock_held_past_the_busy_timeout(
+    study_dir: Path, short_busy_timeout: None, write: Callable[[TrackedRun], None]
+) -> None:
+    run = start_run(load_config(None, profile="smoke"), "seed-0")
+    holder = sqlite_lock(study_dir / "mlruns" / "mlflow.db")
+    with closing(holder), retries_seen(lambda: holder.execute("COMMIT"), at=2) as retried:
+        write(run)  # fails twice against the lock, then the lock goes and it succeeds
+    assert len(retried) == 2 and "database is locked" in retried[0]
+    assert run.client.get_run(run.run_id).data.metrics == {"accuracy": 0.75}
+
+
+def test_a_lock_that_outlasts_the_retries_fails_the_write_as_transient(
+    study_dir: Path, short_busy_timeout: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retry, "WRITE_RETRY_SECONDS", 1.0)
+    run = start_run(load_config(None, profile="smoke"), "seed-0")
+    holder = sqlite_lock(study_dir / "mlruns" / "mlflow.db")
+    with closing(holder), retries_seen() as retried, pytest.raises(MlflowException) as failed:
+        log_accuracy(run)
+    assert retried and "database is locked" in str(failed.value)
+    assert transient(failed.value)  # the scheduler's last resort: the seed is tried again
+    assert run.client.get_run(run.run_id).data.metrics == {}
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    """One PostgreSQL server for this module's tests: an MLflow URI whose sessions give up on a
+    lock after BUSY_TIMEOUT_MS (`lock_timeout`; unset, they wait for as long as it is held)."""
+    with postgres_server() as url:
+        yield f"{url}?options=-c%20lock_timeout%3D{BUSY_TIMEOUT_MS}"
+
+
+@contextmanager
+def sqlite_contention(database: Path) -> Iterator[Callable[[], None]]:
+    """A reader in the middle of a read (an `mlflow ui`) and a writer holding the lock;
+    yields the writer's release."""
+    with closing(sqlite3.connect(database)) as reader, closing(sqlite_lock(database)) as holder:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM runs").fetchone()
+        yield lambda: holder.execute("COMMIT")
+
+
+@contextmanager
+def postgres_contention(uri: str) -> Iterator[Callable[[], None]]:
+    """The same on PostgreSQL: a reader's open snapshot, a writer's lock on the runs table."""
+    with psycopg.connect(uri) as reader, psycopg.connect(uri) as holder:
+        reader.execute("SELECT count(*) FROM runs").fetchone()  # its transaction stays open
+        holder.execute("LOCK TABLE runs IN EXCLUSIVE MODE")
+        yield holder.commit
+
+
+def seed_tracking(seed: int) -> str:
+    """What a seed writes: its run, params, a training curve (Lightning's logger), results,
+    its end. Returns the run's id."""
+    config = load_config(None, profile="smoke")
+    run = start_run(config, f"seed-{seed}")
+    run.log_params({"seed": seed, "learning_rate": 1e-3})
+    logger = RunLogger(tracking_uri=run.client.tracking_uri, run_id=run.run_id)
+    for step in range(STEPS):
+        logger.log_metrics({"train_loss": 1 / (step + 1)}, step=step)
+    run.log_raw_metrics({"accuracy": seed / 10})
+    run.end(FINISHED)
+    return run.run_id
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_eight_seeds_write_at_once_beside_a_reader_and_a_writer_holding_the_lock(
+    store: str,
+    study_dir: Path,
+    short_busy_timeout: None,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    if store == "postgres":
+        uri = request.getfixturevalue("postgres")
+        contention = postgres_contention(uri)
+    else:
+        uri = f"sqlite:///{study_dir}/mlruns/mlflow.db"
+        contention = sqlite_contention(study_dir / "mlruns" / "mlflow.db")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    open_store(load_config(None, profile="smoke"))  # the store's tables and the experiment
+    with (
+        contention as release,
+        retries_seen(release, at=8) as retried,
+        ThreadPoolExecutor(8) as seeds,
+    ):
+        run_ids = list(seeds.map(seed_tracking, range(8)))
+    assert len(retried) >= 8  # the writers met the lock, and got through it
+    client = open_store(load_config(None, profile="smoke")).client
+    for seed, run_id in enumerate(run_ids):
+        run = client.get_run(run_id)
+        assert run.info.status == FINISHED
+        assert run.data.params == {"seed": str(seed), "learning_rate": "0.001"}
+        assert run.data.metrics == {"train_loss": 1 / STEPS, "accuracy": seed / 10}
+        curve = client.get_metric_history(run_id, "train_loss")
+        assert sorted(point.step for point in curve) == list(range(STEPS))

@@ -70,12 +70,29 @@ class RayUnavailableError(SeedvarError):
     """Ray is not installed, or the Ray cluster cannot be reached or cannot run a seed."""
 
 
-TRANSIENT_TEXT = ("database is locked", "database table is locked", "Connection reset", "timed out")
+TRANSIENT_TEXT = (
+    "database is locked",  # SQLite: another writer held the lock past the busy timeout
+    "database table is locked",
+    "lock timeout",  # PostgreSQL: a lock held past `lock_timeout`; a conflict with a writer
+    "could not serialize access",
+    "deadlock detected",
+    "server closed the connection",  # a connection dropped (a server restarted)
+    "terminating connection",
+    "Connection reset",
+    "timed out",
+)
 
 
 def transient(error: BaseException) -> bool:
     """Whether an error is likely to pass by itself (a tracking store locked by another writer
-    past its timeout, a dropped connection): the same attempt again may well succeed."""
+    past its timeout, a dropped connection): the same write again may well succeed
+    (tracking/retry.py), and failing that, the same attempt at a seed (scale/scheduler.py)."""
+    return transient_cause(error) is not None
+
+
+def transient_cause(error: BaseException) -> str | None:
+    """What makes an error `transient`, in a few words (its type, or the words of TRANSIENT_TEXT
+    it says), or None."""
     if isinstance(error, ConnectionError | TimeoutError):
-        return True
-    return any(text in str(error) for text in TRANSIENT_TEXT)
+        return type(error).__name__
+    return next((text for text in TRANSIENT_TEXT if text in str(error)), None)

@@ -10,8 +10,9 @@ Retries (at most `ray.max_retries` per seed):
   would wait for forever: the scheduler force-cancels it (Ray kills the process as soon as it
   can) and submits it again. Should the stalled attempt wake, it finds its work taken over and
   stops without touching the seed (study/job.py).
-- transient: the attempt failed with an error that passes (a tracking store locked past its
-  timeout): submitted again, and it resumes.
+- transient: the attempt failed with an error that passes (a tracking store still locked
+  after the write's own retries, tracking/retry.py): submitted again, and it resumes. A last
+  resort: a locked write is tried again for minutes before its seed is.
 An attempt whose work was taken over (`Superseded`: another process works on the seed, which
 the driver's lease rules out for seedvar's own commands) is reported, not retried.
 

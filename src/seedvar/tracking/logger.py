@@ -7,10 +7,13 @@ from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
 
+from seedvar.tracking.retry import retried
+
 
 class RunLogger(MLFlowLogger):
     """Lightning's MLFlowLogger on a run that seedvar opened: training curves and Lightning's
-    metrics go to it; the run's end (FINISHED only after evaluation) stays with its opener.
+    metrics go to it, each write `retried` on a busy store; the run's end (FINISHED only after
+    evaluation) stays with its opener.
 
     `guard` is called before everything it logs (and may raise to stop a process that lost
     the run); steps up to `after_step` are not logged again (a resumed attempt retraces the
@@ -31,11 +34,11 @@ class RunLogger(MLFlowLogger):
         self._guard()
         if self._after_step is not None and step is not None and step <= self._after_step:
             return
-        super().log_metrics(metrics, step)
+        retried(super().log_metrics)(metrics, step)
 
     def log_hyperparams(self, params: Any) -> None:
         self._guard()
-        super().log_hyperparams(params)
+        retried(super().log_hyperparams)(params)
 
     def finalize(self, status: str = "success") -> None:
         """Leave the run open: evaluation and publishing still follow training."""

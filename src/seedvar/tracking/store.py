@@ -16,6 +16,7 @@ from mlflow.tracking import MlflowClient
 from seedvar.config import Config, TrackingConfig
 from seedvar.errors import TrackingError
 from seedvar.project import project_root
+from seedvar.tracking.retry import RetryingClient
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 ARTIFACTS = "artifacts"  # a SQLite store's artifacts: mlruns/artifacts beside mlruns/mlflow.db
@@ -35,7 +36,7 @@ EXPERIMENT_TAGS = {
 class Store:
     """A client of the configured store and the id of the study's experiment in it."""
 
-    client: MlflowClient
+    client: RetryingClient
     experiment_id: str
 
 
@@ -58,8 +59,8 @@ def sqlite_file(uri: str) -> Path | None:
 def write_ahead(database: Path) -> None:
     """Put a SQLite store in write-ahead-log mode (once; the file keeps it): readers (an
     `mlflow ui`) never block the seeds' writes, nor writes the readers. A write that meets
-    another writer's lock waits MLflow's 20 s; one that waits longer fails, and its seed is
-    tried again (scale/scheduler.py)."""
+    another writer's lock waits MLflow's 20 s, then is tried again (retry.py); one that
+    outlasts those tries fails, and its seed is tried again (scale/scheduler.py)."""
     database.parent.mkdir(parents=True, exist_ok=True)
     with closing(sqlite3.connect(database, timeout=60)) as connection:
         connection.execute("PRAGMA journal_mode=WAL")
@@ -86,7 +87,7 @@ def open_store(config: Config) -> Store:
     uri = tracking_uri(config.tracking)
     if (database := sqlite_file(uri)) is not None:
         write_ahead(database)
-    client = MlflowClient(uri)
+    client = RetryingClient(uri)
     return Store(client, experiment_id(client, config.tracking.experiment))
 
 
