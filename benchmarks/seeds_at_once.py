@@ -15,11 +15,11 @@ projects for the paper's study.
    the aggregate stage's), and the whole `dvc repro` beside it.
 2. The projected wall time of the paper's 100 seeds on N GPUs: ceil(100 / (N k)) waves of one
    seed time each, with k seeds sharing a GPU, plus the launch's fixed cost. The seed time comes
-   from benchmarks/gpu.sh's results (benchmarks/results/gpu.json) when they exist, else from
+   from the GPU check's results (benchmarks/results/gpu-<GPU>.json) when they exist, else from
    `--seed-hours`.
 
 Usage:  python benchmarks/seeds_at_once.py [--rounds 2]
-        python benchmarks/seeds_at_once.py --project-only   # the projection again (new gpu.json)
+        python benchmarks/seeds_at_once.py --project-only   # the projection again (new GPU results)
 Writes: benchmarks/results/seeds-at-once.json
 """
 
@@ -177,18 +177,17 @@ def projection(
 
 
 def project(results: dict, seed_hours: float | None) -> dict[str, object]:
-    """The projection from gpu.json's measured seed time (and gains from several seeds per
-    GPU) when there is one, else from `seed_hours` (default: an assumed half hour)."""
-    gpu = REPO / "benchmarks" / "results" / "gpu.json"
+    """The projection from the GPU check's measured seeds per GPU-hour (benchmarks/gpu.py, its
+    JSON in benchmarks/results/gpu-<GPU>.json) when there is one, with the gains of several
+    seeds per GPU, else from `seed_hours` (default: an assumed half hour)."""
+    found = sorted((REPO / "benchmarks" / "results").glob("gpu-*.json"))
     overhead = launch_overhead(results)
-    if seed_hours is None and gpu.is_file():
-        measured = json.loads(gpu.read_text())
-        gains = {1: 1.0}
-        for key, value in measured.items():
-            if key.endswith("_seeds_at_once"):
-                gains[int(key.split("_")[0])] = value["gain_vs_one"]
-        hours = measured["eager"]["hours_per_seed"]
-        return projection(hours, gains, f"measured: {gpu.name}", overhead)
+    if seed_hours is None and found:
+        sharing = json.loads(found[0].read_text())["sharing"]
+        one = sharing["1"]["examples_per_s_total"]
+        gains = {int(k): value["examples_per_s_total"] / one for k, value in sharing.items()}
+        hours = 1 / sharing["1"]["seeds_per_gpu_hour"]
+        return projection(hours, gains, f"measured: {found[0].name}", overhead)
     source = "--seed-hours" if seed_hours else "assumed 0.5 h (not measured: no GPU here)"
     return projection(seed_hours or 0.5, {1: 1.0}, source, overhead)
 

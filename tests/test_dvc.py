@@ -62,6 +62,14 @@ def test_a_reproduced_study_is_up_to_date(study: Path):
     assert changed_stages(study) == set()
 
 
+def test_the_cache_links_the_seeds_weights_rather_than_copying_them(study: Path):
+    """One copy of a seed's weights on disk: the workspace's is a hard link to the cache's (on
+    this machine's file system, which has no reflinks)."""
+    weights = (study / "runs" / "seed-0" / "model" / "model.safetensors").stat()
+    cache = (study / ".dvc" / "cache").rglob("*")
+    assert [path for path in cache if path.is_file() and path.stat().st_ino == weights.st_ino]
+
+
 def test_a_profile_value_is_part_of_every_seeds_recipe(study: Path, edited):
     edited("src/seedvar/profiles/smoke.yaml", "learning_rate: 1.0e-03", "learning_rate: 2.0e-03")
     assert SEED_STAGES | {"prepare"} <= changed_stages(study)
