@@ -25,7 +25,6 @@ from pathlib import Path
 import pandas as pd
 
 from seedvar.config import load_config
-from seedvar.metrics import bias_free_column
 from seedvar.training.device import cpu_description
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,9 +62,12 @@ def run_candidate(name: str, work: Path) -> dict[str, object]:
         "outcome": verdict["outcome"],
         "margin": verdict["margin"],
         "mnli_m_mean": columns["MNLI dev acc."]["mean"],
+        # what the counterpart columns hold: the AUC of the label's score from saved logits
+        # (studies aggregated since the AUC counterpart), else the equal-variance measure
+        "measure": verdict["design"].get("measure", "equal-variance"),
     }
     for column in HEADLINE:
-        free = columns[bias_free_column(column)]
+        free = columns[verdict["design"]["bias_free"][column]]
         row[f"{column}: seed std low"] = columns[column]["seed_std_low"]
         row[f"{column}: bias-free mean"] = free["mean"]
         row[f"{column}: bias-free seed std low"] = free["seed_std_low"]
@@ -74,22 +76,31 @@ def run_candidate(name: str, work: Path) -> dict[str, object]:
     return row
 
 
+def _counterpart_mean(value: float, measure: str) -> str:
+    return f"AUC {value:.3f}" if measure == "AUC" else f"{100 * value:.1f} %"
+
+
 def markdown(rows: pd.DataFrame) -> str:
-    """The comparison as a Markdown table: raw and bias-free spread per headline column."""
-    head = "| recipe | minutes | MNLI-m | " + " | ".join(
-        f"{c}: spread, bias-free spread (mean)" for c in HEADLINE
+    """The comparison as a Markdown table: per headline column the seed-std lower bounds of
+    the raw column and of its bias-free counterpart (in points), and the counterpart's mean
+    (the equal-variance bias-free accuracy in %, or the AUC of the label's score), with the
+    measure named per row (rows measured before the AUC counterpart lack it: equal-variance)."""
+    head = "| recipe | minutes | MNLI-m | counterpart | " + " | ".join(
+        f"{c}: spread, counterpart spread (mean)" for c in HEADLINE
     )
-    lines = [head + " | margin | verdict |", "|---" * (len(HEADLINE) + 5) + "|"]
+    lines = [head + " | margin | verdict |", "|---" * (len(HEADLINE) + 6) + "|"]
     for row in rows.to_dict("records"):
+        measure = row.get("measure")
+        measure = measure if isinstance(measure, str) else "equal-variance"
         points = {k: 100 * v for k, v in row.items() if isinstance(v, float)}
         cells = [
             f"{points[f'{c}: seed std low']:.1f}, {points[f'{c}: bias-free seed std low']:.1f}"
-            f" ({points[f'{c}: bias-free mean']:.1f} %)"
+            f" ({_counterpart_mean(row[f'{c}: bias-free mean'], measure)})"
             for c in HEADLINE
         ]
         lines.append(
             f"| {int(row['train_pairs']):,} pairs x {int(row['epochs'])} | {row['minutes']} | "
-            f"{100 * row['mnli_m_mean']:.1f} % | "
+            f"{100 * row['mnli_m_mean']:.1f} % | {measure} | "
             + " | ".join(cells)
             + f" | {100 * row['margin']:.1f} | {row['outcome']} |"
         )

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from sklearn.metrics import roc_auc_score
 
 from seedvar.config import Config, load_config
 from seedvar.errors import SeedvarError
@@ -139,22 +140,35 @@ def test_aggregate_writes_every_table(results):
         "reference": ["MNLI dev acc."],
         "tested": NONENT,
         "majority": {c: pytest.approx(1 / 3) for c in ("MNLI dev acc.", "MNLI-mm acc.")},
-        "bias_free": {c: f"{c} [bias-free]" for c in NONENT},
+        "bias_free": {c: f"{c} [AUC]" for c in NONENT},
+        "measure": "AUC",
     }
-    # each seed's bias-free accuracy, recomputed from its accuracy on the two labels of its
-    # heuristic (20 entailed, 20 non-entailed examples each): Phi((z(a) + z(b)) / 2)
+    # each seed's AUC counterpart, recomputed from its saved logits: within the heuristic
+    # (20 entailed, 20 non-entailed examples), the AUC of entailment's log-odds against
+    # neutral and contradiction for telling the entailed examples from the rest
+    heuristic = {"Lexical": "lexical_overlap", "Constituent": "constituent"}
     for label in ("Lexical", "Constituent"):
         entailed, nonent = seeds[f"{label} (entailed)"], seeds[f"{label} (nonent)"]
-        z = stats.norm.ppf((entailed * 20 + 0.5) / 21) + stats.norm.ppf((nonent * 20 + 0.5) / 21)
-        assert seeds[f"{label} (nonent) [bias-free]"].tolist() == pytest.approx(
-            stats.norm.cdf(z / 2).tolist()
-        )
+        by_hand = []
+        for seed in SEEDS:
+            path = results_dir.parent / f"runs/seed-{seed}/predictions/hans.parquet"
+            frame = pd.read_parquet(path)
+            frame = frame[frame["heuristic"] == heuristic[label]]
+            assert len(frame) == 40 and frame["gold"].sum() == 20
+            score = frame["logit_entailment"] - np.logaddexp(
+                frame["logit_neutral"], frame["logit_contradiction"]
+            )
+            by_hand.append(roc_auc_score(frame["gold"] == 0, score))
+        assert seeds[f"{label} (nonent) [AUC]"].tolist() == pytest.approx(by_hand)
         assert seeds[f"{label} (nonent) [other labels]"].tolist() == entailed.tolist()
+        assert not seeds[f"{label} (nonent) [AUC]"].equals(nonent)
     noise = {row["column"]: row["noise_std"] for row in decision["columns"]}
     assert set(decision["noise_method"].values()) <= {
         "paired bootstrap over examples",
         "paired bootstrap over examples, within strata",
+        "AUC, paired bootstrap over examples, within strata",  # the [AUC] counterparts
     }
+    assert decision["noise_method"]["Lexical (nonent) [AUC]"].startswith("AUC, paired")
     assert 0 < noise["Lexical (nonent)"] < 0.5 and 0 < noise["MNLI dev acc."] < 0.2
     scatter = pd.read_csv(results_dir / "scatter.csv")
     assert scatter["diagnostic accuracy"].tolist() == seeds["Lexical (nonent)"].tolist()

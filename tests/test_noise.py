@@ -71,3 +71,52 @@ def test_bias_free_accuracy_ignores_a_pure_threshold_and_reads_chance_as_half():
         assert bias_free_accuracy(counts) == pytest.approx(norm.cdf(0.5), abs=1e-4)
     answers_at_random = np.array([[300.0, 700.0], [300.0, 700.0]])
     assert bias_free_accuracy(answers_at_random) == pytest.approx(0.5, abs=1e-3)
+
+
+def test_weighted_auc_is_the_mann_whitney_statistic_with_ties_and_weights():
+    """Random scores on a coarse grid (many ties): with unit weights the AUC is Mann-Whitney's
+    U / (n1 n0) (ties count half); integer weights give the AUC of the examples repeated that
+    many times."""
+    from scipy.stats import mannwhitneyu
+
+    from seedvar.study.noise import weighted_auc
+
+    rng = np.random.default_rng(31)
+    score = rng.integers(0, 8, 300).astype(float)  # 8 values: ties everywhere
+    positive = rng.random(300) < 0.4
+    u = mannwhitneyu(score[positive], score[~positive]).statistic
+    expected = u / (positive.sum() * (~positive).sum())
+    assert weighted_auc(score, positive, np.ones((1, 300)))[0] == pytest.approx(expected)
+    weights = rng.integers(0, 4, (3, 300)).astype(float)
+    for row in weights:
+        repeated = np.repeat(np.arange(300), row.astype(int))
+        s, p = score[repeated], positive[repeated]
+        u = mannwhitneyu(s[p], s[~p]).statistic
+        found = weighted_auc(score, positive, row[None, :])[0]
+        assert found == pytest.approx(u / (p.sum() * (~p).sum()))
+    assert 0.4 < expected < 0.6  # random scores: about chance
+
+
+def test_label_auc_is_unmoved_by_a_monotone_shift_of_the_scores_and_chance_is_half():
+    """A threshold (a constant added to a label's score) and any increasing transform of the
+    scores leave every label's AUC as it was; with three labels it is the mean one-vs-rest
+    AUC of each gold label's own score, 0.5 for scores that carry nothing."""
+    from seedvar.study.noise import label_auc
+
+    rng = np.random.default_rng(32)
+    gold = rng.integers(0, 3, 3000)
+    scores = rng.normal(size=(3000, 3)) + 0.8 * np.eye(3)[gold]
+    ones = np.ones((1, 3000))
+    base = label_auc(scores, gold, ones)[0]
+    for moved in (scores + np.array([2.0, -1.0, 0.5]), np.exp(scores), scores**3):
+        assert label_auc(moved, gold, ones)[0] == pytest.approx(base, abs=1e-12)
+    own = [np.mean(scores[gold == x, x][:, None] > scores[gold != x, x][None, :]) for x in range(3)]
+    assert base == pytest.approx(np.mean(own))  # no ties among normal scores
+    assert base > 0.7
+    noise = rng.normal(size=(3000, 3))
+    assert label_auc(noise, gold, ones)[0] == pytest.approx(0.5, abs=0.02)
+    two = gold[gold < 2]  # two labels: the first label's score alone
+    first = scores[gold < 2]
+    assert label_auc(first, two, np.ones((1, len(two))))[0] == pytest.approx(
+        np.mean(first[two == 0, 0][:, None] > first[two == 1, 0][None, :])
+    )
