@@ -115,6 +115,10 @@ def test_aggregate_writes_every_table(results):
     )
     assert comparison.loc["MNLI dev acc.", "paper_min"] == pytest.approx(0.8367, abs=1e-4)
 
+    interaction = pd.read_csv(results_dir / "interaction.csv")  # one row per heuristic
+    assert interaction["group"].tolist() == ["lexical_overlap", "subsequence", "constituent"]
+    assert interaction["subcases"].eq(10).all() and interaction["df"].eq(3 * 9).all()
+
     correlations = pd.read_csv(results_dir / "correlations.csv")
     assert len(correlations) == 6 + 1 + 30
 
@@ -197,6 +201,9 @@ def test_report_files_and_one_point_per_seed(results):
     assert row.split("|")[-2].strip() == "non-entailment"
     assert "<th>column</th>" not in page  # no stray header row
     assert "Which seed matters: not measurable here" in markdown  # joint seeds
+    assert "Seed x subcase interaction beyond one threshold per seed (a lead, not tested" in (
+        markdown
+    )
     assert "Trajectories: the seeds were trained without one" in markdown
     curves = pd.read_csv(results_dir / "best_of_n.csv")
     lexical = curves.query("column == 'Lexical (nonent)' and curve == 'best' and n == 4")

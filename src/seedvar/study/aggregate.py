@@ -18,7 +18,15 @@ from seedvar.data.io import read_table
 from seedvar.declared import in_distribution_name, primary_column, shown_columns
 from seedvar.errors import SeedvarError
 from seedvar.metrics import MAJORITY_SHARE, Column, diagnostic_columns, majority_share_column
-from seedvar.study.analysis import agreement, compare_spread, describe, multibootstrap
+from seedvar.study.analysis import (
+    Subgroup,
+    agreement,
+    compare_spread,
+    describe,
+    interaction_table,
+    multibootstrap,
+    nested_subgroups,
+)
 from seedvar.study.evidence import Evidence, answers, from_predictions
 from seedvar.study.further import Noise, write_further
 from seedvar.study.job import SeedJob
@@ -103,7 +111,8 @@ def correct_matrix(
 def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, object]:
     """Write seeds.csv, summary.json, verdict.json, the headline, correlations, agreement
     (per set), Multi-Bootstrap (per diagnostic column), the comparison with the published
-    reference (where the study declares one) and the scatter of the DVC plot into
+    reference (where the study declares one), the seed x subcase interaction beyond one
+    threshold per seed (interaction.csv: a lead) and the scatter of the DVC plot into
     `results_dir`; return the headline. No inf or NaN reaches a JSON file: an undefined number
     is null."""
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -135,6 +144,9 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
     compared = [c for c in table.columns if c in numeric and not c.startswith(MAJORITY_SHARE)]
     comparison = compare_spread(table, paper, compared, base)
     comparison.to_csv(results_dir / "comparison.csv", index_label="column")
+    interaction_table(table, subgroups(config, runs_dir)).to_csv(
+        results_dir / "interaction.csv", index=False
+    )
 
     decision = verdict(table, evidence.noise, design, prediction_shares(config, table))
     variance = {column: found.paired_var for column, found in evidence.noise.items()}
@@ -165,6 +177,16 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
     headline["verdict"] = {"outcome": decision.outcome}
     write_headline(results_dir / HEADLINE, headline)
     return headline
+
+
+def subgroups(config: Config, runs_dir: Path) -> list[Subgroup]:
+    """Every diagnostic set's nested groups (HANS: each heuristic's subcases), from the
+    first seed's predictions (every seed answers the same examples)."""
+    return [
+        found
+        for name, declared in config.diagnostics.items()
+        for found in nested_subgroups(name, declared, answers(runs_dir, config.seeds[:1], name)[0])
+    ]
 
 
 def write_headline(folder: Path, headline: dict[str, object]) -> None:
