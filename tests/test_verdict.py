@@ -30,6 +30,7 @@ from seedvar.study.simulate import (
 )
 from seedvar.study.verdict import (
     ALPHA,
+    HEAVY_TAILS,
     SEED_FLOOR,
     Noise,
     _variance_bound,
@@ -441,3 +442,30 @@ def test_the_floor_is_where_the_combined_bound_keeps_its_level(kind: str):
     for k in (SEED_FLOOR, SEED_FLOOR + 1, 8, 12, 20):
         rate = float(np.mean(_variance_bound(draws(k), 1 - nominal) > 1))
         assert rate <= nominal + 2 * _se(nominal, 20000), (k, rate)
+
+
+@pytest.mark.parametrize("kind, low, high", [("t3", 0.02, 0.17), ("lognormal", 0.12, 0.22)])
+def test_the_upper_bound_is_anti_conservative_for_heavy_tails(kind: str, low: float, high: float):
+    """The measured weakness of "ruled out", as the verdict's reason and docs/verdict.md state
+    it: 20,000 samples of heavy-tailed seeds with a seed std of exactly 1 at 6-100 seeds have
+    their combined upper bound (nominal 1.25 %) below 1 in 2-17 % (t3) and 12-22 %
+    (lognormal) of samples, within 1 point; normal seeds keep the level."""
+    rng = np.random.default_rng(24)
+    nominal = 0.0125
+    rates = []
+    for k in (6, 8, 12, 20, 40, 100):
+        if kind == "t3":
+            x = rng.standard_t(3, (20000, k)) / math.sqrt(3)
+        else:
+            x = rng.lognormal(0, 1, (20000, k)) / math.sqrt((math.e - 1) * math.e)
+        rates.append(float(np.mean(_variance_bound(x, nominal) < 1)))
+        normal = float(np.mean(_variance_bound(rng.standard_normal((20000, k)), nominal) < 1))
+        assert normal <= nominal + 2 * _se(nominal, 20000), (k, normal)
+    assert min(rates) == pytest.approx(low, abs=0.01), rates
+    assert max(rates) == pytest.approx(high, abs=0.01), rates
+    assert HEAVY_TAILS.endswith("2-17 % and 12-22 % of simulated studies at 6-100 seeds")
+    table, noise = table_study(np.full(40, 0.5), np.full(40, 0.84))
+    noise[BIAS_FREE] = Noise(1e-6, (0.002**2,) * 40, "given")
+    ruled_out = verdict(table.assign(**{BIAS_FREE: 0.6}), noise, DESIGN)
+    assert ruled_out.reason.rule == "ruled out"
+    assert ruled_out.text.endswith(f"if their seed effects are not heavy-tailed ({HEAVY_TAILS})")
