@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed-$(LOCK)
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(VIRTUAL_ENV)/bin:$(PATH)
 
-.PHONY: help study test lock docs
+.PHONY: help study test lock docs system
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -29,7 +29,19 @@ else
 	$(DVC) repro
 endif
 
-test: $(STAMP)  ## lint, format and type checks, docs build (if mkdocs.yml), pytest (PYTEST_ARGS='-m "not slow"'; PYTEST_WORKERS=0: in one process)
+# Debian packages the tests need: PostgreSQL (the shared-store tests start a server), Chromium
+# and its WebDriver (the MLflow UI test)
+SYSTEM_PACKAGES = postgresql chromium chromium-driver
+
+system:  ## install the Debian packages the tests need (as root with apt), else name them and stop
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+	  echo "make: the tests need the Debian packages" $$missing": apt-get install" $$missing; exit 2; fi; \
+	echo "installing the Debian packages the tests need:" $$missing; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null
+
+test: system $(STAMP)  ## lint, format and type checks, docs build (if mkdocs.yml), pytest (PYTEST_ARGS='-m "not slow"'; PYTEST_WORKERS=0: in one process)
 	ruff check .
 	ruff format --check .
 	mypy

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,3 +172,46 @@ def test_a_pushed_study_is_pulled_into_a_fresh_clone_and_reproduces(clone: Path)
     assert json.loads((clone / "again" / "metrics.json").read_text()) == json.loads(
         (seed / "metrics.json").read_text()
     )
+
+
+RECORD_IMPORTS = """
+import atexit, json, runpy, sys
+out = sys.argv[1]
+files = lambda: sorted(str(getattr(m, "__file__", None)) for m in list(sys.modules.values()))
+atexit.register(lambda: json.dump(files(), open(out, "w")))
+sys.argv = ["seedvar", *sys.argv[2:]]
+runpy.run_module("seedvar.cli", run_name="__main__", alter_sys=True)
+"""
+ELSEWHERE = {  # each stage's command, its outputs written beside the study's, not over them
+    "prepare": ["prepare", "--output", "elsewhere/prepared"],
+    "train": [  # seed 0 trained again, in this process
+        *("launch", "--prepared", "prepared", "--set", "seeds=[0]"),
+        *("--set", "output_dir=elsewhere/runs"),
+    ],
+    "aggregate": ["aggregate", "--results", "elsewhere/results"],
+    "report": ["report", "--results", "results", "--output", "elsewhere/report"],
+}
+
+
+def test_every_module_a_stage_imports_is_a_dependency_of_it(study: Path):
+    """Each stage's command run as DVC runs it (its outputs pointed elsewhere): every seedvar
+    module it imported lies in one of the stage's declared dependencies."""
+    stages = yaml.safe_load((study / "dvc.yaml").read_text())["stages"]
+    package = Path(__import__("seedvar").__file__).parent  # the installed src/seedvar
+    imported, missing = {}, {}
+    for name, stage in stages.items():
+        assert stage["cmd"].split()[1] == ELSEWHERE[name][0]
+        record = study / "elsewhere" / f"{name}.json"
+        record.parent.mkdir(exist_ok=True)
+        run_ok(sys.executable, "-c", RECORD_IMPORTS, str(record), *ELSEWHERE[name], cwd=study)
+        found = [Path(f) for f in json.loads(record.read_text())]
+        files = [
+            f"src/seedvar/{f.relative_to(package).as_posix()}"
+            for f in found
+            if f.is_relative_to(package)
+        ]
+        deps = [dep.replace("${profile}", "smoke") for dep in stage["deps"]]
+        imported[name] = files
+        missing[name] = [f for f in files if not any(f == d or f.startswith(f"{d}/") for d in deps)]
+    assert "src/seedvar/training/fit.py" in imported["train"]  # it did train
+    assert not any(missing.values()), f"add to dvc.yaml's deps: {json.dumps(missing, indent=1)}"

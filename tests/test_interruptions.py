@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from seedvar.processes import alive, descendants, stat
+from seedvar.processes import alive, descendants, started_at
 from tests.conftest import (
     QUICK,
     REPO,
@@ -92,7 +92,7 @@ def test_an_interrupted_study_loses_nothing_and_leaves_nothing(
     while not (finished(project, rate) and training_now(project)):  # mid-study
         assert started.poll() is None and time.monotonic() < deadline, "finished too soon"
         time.sleep(0.2)
-    study = {started.pid: stat(started.pid)[19], **descendants(started.pid)}  # type: ignore[index]
+    study = {started.pid: started_at(started.pid), **descendants(started.pid)}
     before = finished(project, rate)
     seeds_before = finished_runs(project, rate)
     if whom == "group":
@@ -148,9 +148,7 @@ def left(processes: dict[int, str], within: float) -> list[int]:
     deadline = time.monotonic() + within
     while True:
         living = [
-            pid
-            for pid, begun in processes.items()
-            if alive(pid) and stat(pid)[19] == begun  # type: ignore[index]
+            pid for pid, begun in processes.items() if alive(pid) and started_at(pid) == begun
         ]
         if not living or time.monotonic() > deadline:
             return living

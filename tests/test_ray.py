@@ -166,6 +166,30 @@ def test_no_address_starts_a_ray_of_its_own_beside_a_running_cluster(cluster, tm
     assert done.stdout.split()[-2:] == ["1", "None"]
 
 
+def test_a_local_ray_starts_quietly_on_a_machine_whose_every_core_is_busy(tmp_path: Path):
+    """Every core spinning (a study's seeds, another job): the local Ray still starts (a start
+    that times out is tried again), and says nothing about its token authentication."""
+    script = (
+        "from seedvar.config import load_config\n"
+        "from seedvar.scale.cluster import ray_session\n"
+        "with ray_session(load_config(None).ray) as info:\n"
+        "    print(len(info.nodes), info.cpus)\n"
+    )
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    spin = [sys.executable, "-c", "while True: pass"]
+    busy = [subprocess.Popen(spin) for _ in range(len(os.sched_getaffinity(0)))]
+    try:
+        done = run_command(
+            [sys.executable, "-c", script], cwd=tmp_path, env=environment, timeout=STUDY
+        )
+    finally:
+        for process in busy:
+            process.kill()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["1", f"{float(len(os.sched_getaffinity(0)))}"]
+    assert "Token authentication" not in done.stderr
+
+
 def test_launch_trains_each_seed_once_and_dvc_repro_then_trains_nothing(cluster, reference):
     project, report = reference
     assert report["finished"] == SEEDS and report["already"] == []

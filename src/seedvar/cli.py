@@ -193,9 +193,9 @@ def _train(args: argparse.Namespace) -> int:
     preflight(config, data=args.prepared is None)
     from seedvar.project import prepared_data, work_dir_of
     from seedvar.scale.launch import end_orphaned
+    from seedvar.scale.lease import DRIVER_TAG, driver_id, lease
     from seedvar.study.adopt import adopt
     from seedvar.study.job import SeedJob
-    from seedvar.study.lease import DRIVER_TAG, driver_id, lease
     from seedvar.tracking import check_reachable
 
     job = SeedJob.of(config, data=prepared_data(args.prepared))
@@ -314,8 +314,8 @@ def _sweep(args: argparse.Namespace) -> int:
 def _adopt(args: argparse.Namespace) -> int:
     config = _config(args)
     from seedvar.project import prepared_data, work_dir_of
+    from seedvar.scale.lease import lease
     from seedvar.study.adopt import adopt_folder
-    from seedvar.study.lease import lease
 
     data = prepared_data(args.prepared)
     with lease(work_dir_of(Path(config.output_dir)), config.study_hash(), "seedvar adopt"):

@@ -235,15 +235,15 @@ def _augmentation_problems(
     return found
 
 
-def close_match(name: str, known: Iterable[str]) -> str | None:
-    """The known name closest to a misspelled `name`, None where none is close."""
-    found = difflib.get_close_matches(name, list(known), n=1)
+def close_match(name: str, known: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The known name closest to a misspelled `name`, None where none is `cutoff` close."""
+    found = difflib.get_close_matches(name, list(known), n=1, cutoff=cutoff)
     return found[0] if found else None
 
 
-def did_you_mean(name: str, known: Iterable[str]) -> str:
+def did_you_mean(name: str, known: Iterable[str], cutoff: float = 0.6) -> str:
     """The hint "; did you mean 'NAME'?" for the known name closest to `name` ("": none)."""
-    close = close_match(name, known)
+    close = close_match(name, known, cutoff)
     return f"; did you mean {close!r}?" if close else ""
 
 

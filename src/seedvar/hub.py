@@ -3,23 +3,18 @@ reached (instead of minutes of retries inside transformers and datasets)."""
 
 from __future__ import annotations
 
-import difflib
 import os
 import socket
 from pathlib import Path
 
 from seedvar.config import Config
+from seedvar.declared import did_you_mean
 from seedvar.errors import ModelError
 
 HUB_HOST = ("huggingface.co", 443)
 OFFLINE_ALIASES = ("minilm-offline", "tiny-random-bert")
 WELL_KNOWN = ("bert-base-uncased", "bert-base-cased", "bert-large-uncased", "roberta-base")
 OFFLINE_STUDY = "`make study` (the demo, minutes) or `make study PROFILE=cpu` (12 seeds)"
-# MiniLM-L6's fp32 training (the precision `auto` gives on a CPU), measured on 2 CPU cores:
-# 120 s for 6,000 pairs x 1 epoch (docs/results/learning-curve); BERT-base has about 8 times
-# MiniLM-L6's non-embedding parameters (85 M against 10.6 M), so about 8 times the compute.
-CPU_SECONDS_PER_PAIR_EPOCH_MINILM = 120 / 6000
-BERT_BASE_OVER_MINILM = 8
 
 
 def hub_needs(config: Config, data: bool = True, model: bool = True) -> list[str]:
@@ -45,26 +40,22 @@ def require_hub(config: Config, data: bool = True, model: bool = True) -> None:
         if needs[0].startswith("model.name="):
             require_on_hub(name)
         return
-    guess = did_you_mean(name)
+    guess = model_guess(name)
     if needs[0].startswith("model.name=") and guess:
         raise ModelError(
             f"model.name {name!r} is not a local folder, and the Hugging Face hub, where it "
-            f"would be looked up, cannot be reached ({reason}); {guess}, or run an offline "
+            f"would be looked up, cannot be reached ({reason}){guess} or run an offline "
             f"study: {OFFLINE_STUDY}"
         )
     raise ModelError(
         f"the {config.profile} study loads {', '.join(needs)} from the Hugging Face hub, which "
         f"cannot be reached ({reason}); without it run an offline study: {OFFLINE_STUDY}"
-        + _cpu_projection(config)
     )
 
 
-def did_you_mean(name: str) -> str:
-    """'did you mean X?' for a model name close to a well-known or offline one, else ''."""
-    if name in WELL_KNOWN:
-        return ""
-    close = difflib.get_close_matches(name, [*WELL_KNOWN, *OFFLINE_ALIASES], n=1, cutoff=0.8)
-    return f"did you mean {close[0]!r}?" if close else ""
+def model_guess(name: str) -> str:
+    """ "; did you mean X?" for a model name close to a well-known or offline one, else ""."""
+    return "" if name in WELL_KNOWN else did_you_mean(name, [*WELL_KNOWN, *OFFLINE_ALIASES], 0.8)
 
 
 def require_on_hub(name: str) -> None:
@@ -75,10 +66,10 @@ def require_on_hub(name: str) -> None:
     try:
         model_info(name, timeout=10)
     except (RepositoryNotFoundError, HFValidationError):
-        hint = did_you_mean(name) or "check the name"
+        hint = model_guess(name) or "; check the name"
         raise ModelError(
             f"model.name {name!r}: no such model on the Hugging Face hub and no local folder of "
-            f"that name; {hint} (offline models: {', '.join(OFFLINE_ALIASES)})"
+            f"that name{hint} (offline models: {', '.join(OFFLINE_ALIASES)})"
         ) from None
 
 
@@ -91,21 +82,3 @@ def unreachable_reason() -> str | None:
             return None
     except OSError as error:
         return error.strerror or str(error)
-
-
-def _cpu_projection(config: Config) -> str:
-    """On a machine without a GPU: what the paper study would cost on this CPU."""
-    import torch  # here only: the check above must stay fast
-
-    pairs = config.task.train_size
-    if torch.cuda.is_available() or pairs is None or not config.task.train.startswith("hub:"):
-        return ""
-    per_seed = (
-        pairs * config.train.epochs * CPU_SECONDS_PER_PAIR_EPOCH_MINILM * BERT_BASE_OVER_MINILM
-    )
-    days = per_seed * len(config.seeds) / 86_400
-    return (
-        f"; it also needs a GPU: on this machine's CPU its {len(config.seeds)} seeds would "
-        f"take about {days:,.0f} days of training ({per_seed / 3600:,.0f} hours per seed, "
-        "extrapolated from MiniLM-L6's fp32 training speed measured on 2 CPU cores)"
-    )

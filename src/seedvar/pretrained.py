@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -13,6 +15,7 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.utils import logging as hf_logging
 
 from seedvar.errors import ModelError, first_line
 
@@ -66,17 +69,42 @@ def load_model(name: str, init_seed: int, labels: list[str]) -> PreTrainedModel:
         )
         return BertForSequenceClassification(config)
     try:
-        return AutoModelForSequenceClassification.from_pretrained(
-            # a classifier head of another size (a model fine-tuned on another task) is redrawn
-            _source(name),
-            attn_implementation=ATTENTION,
-            ignore_mismatched_sizes=True,
-            num_labels=len(labels),
-            id2label=id2label,
-            label2id=label2id,
-        )
+        with quietly():
+            return AutoModelForSequenceClassification.from_pretrained(
+                # a classifier head of another size (a model fine-tuned on another task) is redrawn
+                _source(name),
+                attn_implementation=ATTENTION,
+                ignore_mismatched_sizes=True,
+                num_labels=len(labels),
+                id2label=id2label,
+                label2id=label2id,
+            )
     except (OSError, ValueError) as error:
         raise ModelError(_cannot_load(name, error)) from None
+
+
+def load_trained(folder: Path, device: torch.device) -> PreTrainedModel:
+    """A fine-tuned seed's saved model on `device`, in full precision (its weights may be kept
+    in half)."""
+    with quietly():
+        model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
+    return model.to(device)
+
+
+@contextmanager
+def quietly() -> Iterator[None]:
+    """Without transformers' load report and progress bar: a pretrained encoder's new head
+    ("classifier.weight MISSING ... newly initialized") is expected, and said for every seed it
+    is noise in a study's log. Errors still show."""
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def _cannot_load(name: str, error: Exception) -> str:

@@ -1,58 +1,57 @@
-"""The process table (Linux /proc): a process's starters and descendants, and the processes a
-command left behind when it was killed, so that the next command can end them."""
+"""The process table (psutil): a process's starters and descendants, and the processes a
+command left behind when it was killed, so that the next command can end them. A process is
+told from a later one that got its pid by its start time (`started_at`)."""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
+import psutil
+
 RECORD_SECONDS = 5.0
 
 
-def stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state, parent, group, ...)."""
+def started_at(pid: int) -> str | None:
+    """When process `pid` started (a stable text, to compare), or None where none runs."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return f"{psutil.Process(pid).create_time():.2f}"
+    except psutil.Error:
         return None
-    return text.rsplit(")", 1)[1].split()
 
 
 def alive(pid: int) -> bool:
-    found = stat(pid)
-    return found is not None and found[0] != "Z"
+    """Whether process `pid` runs (a zombie does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def ancestors_in_group() -> list[int]:
     """This process's parent and its ancestors, as long as they are in this process's group."""
-    group, found, pid = os.getpgrp(), [], os.getppid()
-    while pid > 1 and (fields := stat(pid)) is not None and int(fields[2]) == group:
-        found.append(pid)
-        pid = int(fields[1])
+    group, found = os.getpgrp(), []
+    for parent in psutil.Process().parents():
+        with suppress(OSError):
+            if parent.pid <= 1 or os.getpgid(parent.pid) != group:
+                break
+            found.append(parent.pid)
     return found
 
 
 def descendants(root: int) -> dict[int, str]:
-    """Every living descendant of `root`, with its start time (which tells a process from a
-    later one that got its pid)."""
-    children: dict[int, list[int]] = {}
-    started: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (fields := stat(int(entry.name))) is not None:
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-            started[int(entry.name)] = fields[19]
-    found, todo = {}, list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        found[pid] = started[pid]
-        todo += children.get(pid, [])
-    return found
+    """Every living descendant of `root`, with its start time."""
+    try:
+        children = psutil.Process(root).children(recursive=True)
+    except psutil.Error:
+        return {}
+    found = {child.pid: started_at(child.pid) for child in children}
+    return {pid: start for pid, start in found.items() if start is not None}
 
 
 def end_recorded(record: Path) -> int:
@@ -62,11 +61,10 @@ def end_recorded(record: Path) -> int:
     except (OSError, ValueError):
         return 0
     ended = 0
-    for pid, started in listed.items():
-        fields = stat(int(pid))
-        if fields is not None and fields[19] == started and fields[0] != "Z":
-            with suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
+    for pid, start in listed.items():
+        if started_at(int(pid)) == start and alive(int(pid)):
+            with suppress(psutil.Error):
+                psutil.Process(int(pid)).kill()
                 ended += 1
     record.unlink(missing_ok=True)
     return ended

@@ -27,6 +27,7 @@ INSTALL = "pip install -e '.[ray]'"
 # measures seeds per GPU-hour at 1, 2, 4 and 8 seeds sharing one), and the GPU memory one
 # BERT-base seed at batch 32 is given (weights, AdamW state, activations and the allocator's cache)
 SEEDS_PER_GPU = 4
+START_TRIES = 3  # starts of a local Ray (see `_init`)
 SEED_GPU_GIB = 10.0
 
 
@@ -151,6 +152,20 @@ def chosen_where_seeds_run(ray: Any, config: Config, resources: SeedResources) -
     return ray.get(probe.remote(config))
 
 
+def _init(ray: Any, address: str | None, options: dict[str, Any]) -> Any:
+    """`ray.init`; a local Ray that timed out during startup (its raylet has 30 s to register,
+    which a loaded machine of 2 cores can miss) is started again, up to START_TRIES times."""
+    attempt = 1
+    while True:
+        try:
+            return ray.init(address=address, logging_level=logging.WARNING, **options)
+        except Exception as error:
+            if address != "local" or "during startup" not in str(error) or attempt == START_TRIES:
+                raise
+            ray.shutdown()
+            attempt += 1
+
+
 @contextmanager
 def ray_session(settings: RayConfig, record: Path | None = None) -> Iterator[ClusterInfo]:
     """Connect to the cluster at `ray.address` ("auto", "host:port", "ray://host:port") or at
@@ -169,12 +184,12 @@ def ray_session(settings: RayConfig, record: Path | None = None) -> Iterator[Clu
         # instead of 30 s beside another job on 2 cores). Its GPUs are those torch can use: Ray
         # alone counts what the driver lists, also where torch's CUDA cannot run on it
         here = {"_system_config": {"worker_niceness": 0}, "num_gpus": usable_gpus()}
+        # Ray's note at every start that it secures a local Ray with a token (its default)
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+            logging.ERROR
+        )
         try:
-            context = ray.init(
-                address="local" if local else settings.address,
-                logging_level=logging.WARNING,  # Ray's own; each seed's warnings are shown
-                **(here if local else {}),
-            )
+            context = _init(ray, "local" if local else settings.address, here if local else {})
         except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
             if local:
                 raise RayUnavailableError(

@@ -20,7 +20,7 @@ other seeds, which read the trial's state while they train, stop too (their runs
 Faults: a seed whose node dies is retried by Ray and resumes; its trial waits for it and is told
 once. A driver that dies leaves its trials RUNNING in the storage: the next `seedvar sweep --ray`
 takes them up again under the same numbers and parameters (finished seeds are reused, the others
-resume), so no trial is lost or counted twice. One driver per sweep: its lease (study/lease.py,
+resume), so no trial is lost or counted twice. One driver per sweep: its lease (scale/lease.py,
 beside the sweep's seeds) stops a second one while the first is alive.
 """
 
@@ -43,9 +43,9 @@ from seedvar.errors import SeedvarError
 from seedvar.project import work_dir_of
 from seedvar.scale.cluster import import_ray, ray_session, seed_resources
 from seedvar.scale.launch import POLL_SECONDS, task_config
+from seedvar.scale.lease import lease
 from seedvar.scale.protocol import SeedTask, Status, TaskKey, TaskResult, TrialLink
 from seedvar.scale.scheduler import Scheduler
-from seedvar.study.lease import lease
 from seedvar.sweep.space import SWEEPS_DIR, drawn, trial_config
 from seedvar.sweep.storage import rdb_storage
 from seedvar.sweep.study import FINISHED, prepare_study, trial_id

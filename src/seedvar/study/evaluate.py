@@ -13,7 +13,7 @@ import datasets
 import numpy as np
 import pandas as pd
 import torch
-from transformers import AutoModelForSequenceClassification, PreTrainedModel
+from transformers import PreTrainedModel
 
 from seedvar import tracking
 from seedvar.config import Config
@@ -30,7 +30,7 @@ from seedvar.metrics import (
     majority_share_key,
     set_metrics,
 )
-from seedvar.pretrained import load_tokenizer
+from seedvar.pretrained import load_tokenizer, load_trained
 from seedvar.study.job import COLUMNS, CONFIG, METRICS
 from seedvar.training.device import (
     autocast_dtype,
@@ -147,8 +147,7 @@ def evaluate_saved(
     tokenizer = load_tokenizer(str(model_dir))
     sets = load_study_sets(config)
     tokenized = tokenize_sets(sets.evaluation, tokenizer, config)
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
-    model = model.to(evaluation_device(config))
+    model = load_trained(model_dir, evaluation_device(config))
     with tracking.open_run(
         config, run_name=f"evaluate {model_dir}", tags={"seedvar.model_dir": str(model_dir)}
     ) as run:

@@ -10,14 +10,14 @@ from typing import Any, Literal
 
 import lightning as L
 from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
-from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from seedvar import progress, tracking
 from seedvar.config import Config
 from seedvar.data.prepared import StudyInputs, study_inputs
 from seedvar.errors import Superseded
 from seedvar.metrics import EVALUATE_SECONDS, TRAIN_SECONDS
-from seedvar.pretrained import load_tokenizer
+from seedvar.pretrained import load_tokenizer, load_trained
 from seedvar.project import prepared_data
 from seedvar.study.evaluate import evaluate_sets
 from seedvar.study.job import (
@@ -99,7 +99,7 @@ def run_seed(
     `callbacks`: more Lightning callbacks (a sweep's pruning, for example).
     `parent_run_id`: the MLflow run to file this seed under (default: the study's run).
     `scheduled`: this attempt as a scheduler runs it (default: a `seedvar train` process).
-    The caller holds the study's lease (study/lease.py): one driver at a time.
+    The caller holds the study's lease (scale/lease.py): one driver at a time.
     A seed whose process died continues where it stopped: from its last training checkpoint,
     or, once trained, straight at evaluation; in the same MLflow run.
     Raises Superseded when another attempt takes this one's work over while it runs.
@@ -215,9 +215,8 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
     job.check_held()
     progress.tick("evaluating")
     started = time.perf_counter()
-    model = AutoModelForSequenceClassification.from_pretrained(job.model_dir)
     metrics, columns = evaluate_sets(
-        model.to(evaluation_device(config)),
+        load_trained(job.model_dir, evaluation_device(config)),
         config,
         inputs.sets.evaluation,
         inputs.tokenized,

@@ -1,10 +1,9 @@
-"""One driver per study: the command that trains a study's seeds holds its lease, a lock file
+"""One driver per study: the command that trains a study's seeds holds its lease, a file lock
 beside the seeds' work (outside DVC's outputs), which the OS drops when the driver dies. A
 second driver of the same study stops at once with one line naming the first."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import socket
@@ -13,8 +12,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
 from seedvar.errors import SeedvarError
-from seedvar.processes import stat
+from seedvar.files import write_atomically
+from seedvar.processes import started_at
 
 DRIVER_TAG = "seedvar.driver"  # on every seed run: the driver that runs it (see `driver_id`)
 
@@ -26,8 +28,7 @@ class DriverRunning(SeedvarError):
 def driver_id(pid: int | None = None) -> str:
     """`host:pid:start` of a process (this one by default): names it beyond its pid's reuse."""
     pid = pid or os.getpid()
-    fields = stat(pid)
-    return f"{socket.gethostname()}:{pid}:{fields[19] if fields else '?'}"
+    return f"{socket.gethostname()}:{pid}:{started_at(pid) or '?'}"
 
 
 def driver_gone(driver: str) -> bool:
@@ -40,37 +41,31 @@ def driver_gone(driver: str) -> bool:
 @contextmanager
 def lease(folder: Path, study: str, command: str) -> Iterator[None]:
     """Hold the lease of study `study` (its hash) kept in `folder` while the block runs;
-    DriverRunning if another process holds it. `command`: what the holder runs, for the
-    message a second driver prints."""
+    DriverRunning if another process holds it. `command`: what the holder runs, written beside
+    the lock for the message a second driver prints."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"driver-{study}.lock"
-    with path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            raise DriverRunning(_held_by(handle.read(), path)) from None
-        handle.seek(0)
-        handle.truncate()
-        holder = {"host": socket.gethostname(), "pid": os.getpid(), "command": command}
-        holder["since"] = time.strftime("%Y-%m-%d %H:%M:%S")
-        handle.write(json.dumps(holder))
-        handle.flush()
+    holder = folder / f"driver-{study}.json"
+    try:
+        locked = FileLock(folder / f"driver-{study}.lock", blocking=False).acquire()
+    except Timeout:
+        raise DriverRunning(_held_by(holder)) from None
+    with locked:
+        who = {"host": socket.gethostname(), "pid": os.getpid(), "command": command}
+        write_atomically(holder, json.dumps({**who, "since": time.strftime("%Y-%m-%d %H:%M:%S")}))
         try:
             yield
         finally:
-            handle.truncate(0)
+            holder.unlink(missing_ok=True)
 
 
-def _held_by(text: str, path: Path) -> str:
+def _held_by(holder: Path) -> str:
     try:
-        holder = json.loads(text)
+        found = json.loads(holder.read_text())
         who = (
-            f"`{holder['command']}` (pid {holder['pid']} on {holder['host']}, "
-            f"since {holder['since']})"
+            f"`{found['command']}` (pid {found['pid']} on {found['host']}, since {found['since']})"
         )
-    except (ValueError, KeyError):
-        who = f"another process (it holds {path})"
+    except (OSError, ValueError, KeyError):
+        who = f"another process (it holds {holder.with_suffix('.lock')})"
     return (
         f"this study is being trained by {who}; wait for it to finish, or stop it, "
         "then run this command again"
