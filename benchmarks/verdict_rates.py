@@ -1,9 +1,15 @@
 """The verdict's error rates on simulated studies whose truth is known, written into
-docs/verdict.md (between its `rates` markers): `python benchmarks/verdict_rates.py [STUDIES]`.
+docs/verdict.md (between its `rates` and `bounds` markers):
+`python benchmarks/verdict_rates.py [STUDIES]`.
 
 Each kind of study (seedvar.study.simulate: signal detection on a shared test set) is
-simulated STUDIES times (default 1,000) through the same noise estimate and verdict a study
-gets; the table counts the rule that decided. Takes about 10 minutes on 2 cores.
+simulated STUDIES times (default 200) through the same noise estimate (a paired bootstrap of
+RESAMPLES resamples, against a study's 1,000) and verdict a study gets; the table gives the
+share of studies each rule decided, with its Monte-Carlo standard error. A second table
+measures the seed-std bounds themselves: how often the one-sided bound at the per-column
+level of the paper's design (1.25 %) falls on the wrong side of a true seed std, for normal,
+Student-t(3) and lognormal seeds, by number of seeds (BOUND_SAMPLES samples each). Takes
+about 12 minutes on one core.
 """
 
 from __future__ import annotations
@@ -15,8 +21,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 from seedvar.study.simulate import Truth, study
-from seedvar.study.verdict import verdict
+from seedvar.study.verdict import _variance_bound, verdict
+
+RESAMPLES = 100
+BOUND_SAMPLES = 20_000
+NOMINAL = 0.0125  # alpha 0.05 over the 4 bounds of the paper's design (MNLI-m, 3 heuristics)
+BOUND_SEEDS = (4, 5, 6, 8, 12, 20, 40, 100)
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "verdict.md"
 KINDS = {
@@ -54,16 +67,63 @@ RULES = [
 ]
 
 
+def _rate(count: int, studies: int) -> str:
+    """A share in % with its Monte-Carlo standard error (binomial; for 0 or all, the
+    rule-of-three 95 % bound instead)."""
+    if count == 0:
+        return f"0 (< {300 / studies:.1f})"
+    if count == studies:
+        return f"100 (> {100 - 300 / studies:.1f})"
+    rate = count / studies
+    return f"{100 * rate:.1f} ± {100 * (rate * (1 - rate) / studies) ** 0.5:.1f}"
+
+
 def rates(studies: int) -> str:
-    """The table, one row per kind of study, in markdown."""
+    """The table, one row per kind of study, in markdown: % of studies per deciding rule."""
     header = "| study | " + " | ".join(RULES) + " |"
     rows = [header, "|" + "---|" * (len(RULES) + 1)]
     for name, truth in KINDS.items():
         counts: Counter[str] = Counter()
         for index in range(studies):
-            table, noise, design = study(truth, index)
+            table, noise, design = study(truth, index, RESAMPLES)
             counts[verdict(table, noise, design).reason.rule] += 1
-        rows.append(f"| {name} | " + " | ".join(str(counts[r]) for r in RULES) + " |")
+        missing = set(counts) - set(RULES)
+        assert not missing, missing  # every deciding rule has its column
+        cells = [_rate(counts[r], studies) for r in RULES]
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+        print(rows[-1], flush=True)
+    return "\n".join(rows)
+
+
+def _draws(rng: np.random.Generator, kind: str, k: int) -> np.ndarray:
+    """BOUND_SAMPLES samples of k seeds with std 1."""
+    if kind == "t3":
+        return rng.standard_t(3, (BOUND_SAMPLES, k)) / np.sqrt(3.0)
+    if kind == "lognormal":
+        return rng.lognormal(0.0, 1.0, (BOUND_SAMPLES, k)) / np.sqrt((np.e - 1) * np.e)
+    return rng.standard_normal((BOUND_SAMPLES, k))
+
+
+def bounds() -> str:
+    """% of samples (seed std exactly 1, no evaluation noise) whose one-sided lower bound is
+    above 1 (a false "passes" at the margin) and whose upper bound is below 1 (a false
+    "ruled out" at the null margin), nominal NOMINAL each; and the upper bound's rate at a
+    true seed std 1.5 times the null margin."""
+    rng = np.random.default_rng(0)
+    kinds = ("normal", "t3", "lognormal")
+    header = "| seeds | " + " | ".join(
+        f"{kind}: lower > std | {kind}: upper < std | {kind}: upper < std / 1.5" for kind in kinds
+    )
+    rows = [header + " |", "|" + "---|" * (3 * len(kinds) + 1)]
+    for k in BOUND_SEEDS:
+        cells = []
+        for kind in kinds:
+            x = _draws(rng, kind, k)
+            lower = np.mean(_variance_bound(x, 1 - NOMINAL) > 1)
+            upper = np.mean(_variance_bound(x, NOMINAL) < 1)
+            wider = np.mean(_variance_bound(1.5 * x, NOMINAL) < 1)
+            cells += [f"{100 * v:.2f}" for v in (lower, upper, wider)]
+        rows.append(f"| {k} | " + " | ".join(cells) + " |")
         print(rows[-1], flush=True)
     return "\n".join(rows)
 
@@ -77,17 +137,33 @@ def cpu_model() -> str:
 
 
 def main() -> None:
-    studies = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    studies = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    started = time.time()
+    levels = bounds()
+    bound_note = (
+        f"{BOUND_SAMPLES:,} samples per cell, nominal {100 * NOMINAL:g} % each; "
+        f"{time.time() - started:.0f} s."
+    )
+    print(bound_note, flush=True)
     started = time.time()
     table = rates(studies)
     note = (
-        f"{studies:,} simulated studies per row, {Truth().examples:,} examples per label; "
-        f"`python benchmarks/verdict_rates.py {studies}`, {time.time() - started:.0f} s on "
-        f"{cpu_model()} (Python {platform.python_version()})."
+        f"% of {studies:,} simulated studies per row (± one Monte-Carlo standard error; for "
+        f"0 %, the 95 % upper bound), {Truth().examples:,} examples per label, "
+        f"{RESAMPLES} bootstrap resamples; `python benchmarks/verdict_rates.py {studies}`, "
+        f"{time.time() - started:.0f} s on {cpu_model()} (Python "
+        f"{platform.python_version()})."
     )
     text = DOC.read_text()
-    block = f"<!-- rates:start -->\n{table}\n\n{note}\n<!-- rates:end -->"
-    DOC.write_text(re.sub(r"<!-- rates:start -->.*<!-- rates:end -->", block, text, flags=re.S))
+    for marker, body in (("rates", f"{table}\n\n{note}"), ("bounds", f"{levels}\n\n{bound_note}")):
+        block = f"<!-- {marker}:start -->\n{body}\n<!-- {marker}:end -->"
+        pattern = rf"<!-- {marker}:start -->.*<!-- {marker}:end -->"
+        found = re.search(pattern, text, flags=re.S)
+        if found:
+            text = text[: found.start()] + block + text[found.end() :]
+        else:
+            text += f"\n{block}\n"
+    DOC.write_text(text)
     print(note)
 
 

@@ -444,11 +444,11 @@ def test_the_floor_is_where_the_combined_bound_keeps_its_level(kind: str):
         assert rate <= nominal + 2 * _se(nominal, 20000), (k, rate)
 
 
-@pytest.mark.parametrize("kind, low, high", [("t3", 0.02, 0.17), ("lognormal", 0.12, 0.22)])
+@pytest.mark.parametrize("kind, low, high", [("t3", 0.02, 0.17), ("lognormal", 0.12, 0.225)])
 def test_the_upper_bound_is_anti_conservative_for_heavy_tails(kind: str, low: float, high: float):
     """The measured weakness of "ruled out", as the verdict's reason and docs/verdict.md state
     it: 20,000 samples of heavy-tailed seeds with a seed std of exactly 1 at 6-100 seeds have
-    their combined upper bound (nominal 1.25 %) below 1 in 2-17 % (t3) and 12-22 %
+    their combined upper bound (nominal 1.25 %) below 1 in 2-17 % (t3) and 12-23 %
     (lognormal) of samples, within 1 point; normal seeds keep the level."""
     rng = np.random.default_rng(24)
     nominal = 0.0125
@@ -463,7 +463,7 @@ def test_the_upper_bound_is_anti_conservative_for_heavy_tails(kind: str, low: fl
         assert normal <= nominal + 2 * _se(nominal, 20000), (k, normal)
     assert min(rates) == pytest.approx(low, abs=0.01), rates
     assert max(rates) == pytest.approx(high, abs=0.01), rates
-    assert HEAVY_TAILS.endswith("2-17 % and 12-22 % of simulated studies at 6-100 seeds")
+    assert HEAVY_TAILS.endswith("2-17 % and 12-23 % of simulated studies at 6-100 seeds")
     table, noise = table_study(np.full(40, 0.5), np.full(40, 0.84))
     noise[BIAS_FREE] = Noise(1e-6, (0.002**2,) * 40, "given")
     ruled_out = verdict(table.assign(**{BIAS_FREE: 0.6}), noise, DESIGN)
