@@ -29,7 +29,7 @@ from mlflow import MlflowClient  # noqa: E402
 from seedvar.config import load_config  # noqa: E402
 from seedvar.declared import primary_column  # noqa: E402
 from seedvar.metrics import EVALUATE_SECONDS, TRAIN_SECONDS  # noqa: E402
-from seedvar.study.seed import run_seed  # noqa: E402
+from seedvar.seeds.seed import run_seed  # noqa: E402
 from seedvar.training.device import (  # noqa: E402
     cpu_description,
     resolve_eval_precision,

@@ -204,7 +204,7 @@ def peak_memory_of_one_seed(workdir: Path) -> float:
 GROWTH_SCRIPT = """
 import gc, json
 from seedvar.config import load_config
-from seedvar.study.seed import run_seed
+from seedvar.seeds.seed import run_seed
 def rss_mib():
     line = next(l for l in open("/proc/self/status") if l.startswith("VmRSS"))
     return int(line.split()[1]) / 1024

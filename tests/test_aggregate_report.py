@@ -14,9 +14,9 @@ from sklearn.metrics import roc_auc_score
 
 from seedvar.config import Config, load_config
 from seedvar.errors import SeedvarError
+from seedvar.seeds.evaluate import prediction_frame, prediction_metrics
 from seedvar.study.aggregate import aggregate, flat_headline, read_headline
 from seedvar.study.components import DRAWS
-from seedvar.study.evaluate import prediction_frame, prediction_metrics
 from seedvar.study.report import plot_groups, plot_scatter, write_report
 from tests.conftest import OFFLINE
 

@@ -36,8 +36,8 @@ ATTEMPT = f"""
 import json, sys
 from seedvar.config import load_config
 from seedvar.errors import Superseded
-from seedvar.study.job import SeedJob
-from seedvar.study.seed import Scheduled, run_seed
+from seedvar.seeds.job import SeedJob
+from seedvar.seeds.seed import Scheduled, run_seed
 
 config = load_config(None, {RECIPE!r}, profile="smoke")
 try:

@@ -23,7 +23,8 @@ from seedvar.errors import DeviceError
 from seedvar.pretrained import TINY_RANDOM, load_model, load_tokenizer
 from seedvar.scale.cluster import ClusterInfo, seed_resources, this_machine
 from seedvar.scale.scheduler import Scheduler
-from seedvar.study.job import CHECKPOINT, RUN_STATE, SeedJob
+from seedvar.seeds.finished import RUN_STATE
+from seedvar.seeds.job import CHECKPOINT, SeedJob
 from seedvar.training import device
 from seedvar.training.datamodule import NLIDataModule
 from seedvar.training.fit import fit, trainer_for

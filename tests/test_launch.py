@@ -21,7 +21,7 @@ from seedvar.scale import launch as launching
 from seedvar.scale.cluster import SeedResources
 from seedvar.scale.protocol import Cause, SeedTask, TaskKey
 from seedvar.scale.scheduler import InProcess, Scheduler
-from seedvar.study import seed as seed_module
+from seedvar.seeds import seed as seed_module
 from tests.conftest import seed_runs
 
 ONE_AT_A_TIME = f"ray.cpus_per_seed={len(os.sched_getaffinity(0))}"

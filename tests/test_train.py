@@ -14,7 +14,7 @@ from transformers import AutoModelForSequenceClassification
 
 from seedvar.config import load_config
 from seedvar.errors import OutputExistsError
-from seedvar.study.seed import run_seed
+from seedvar.seeds.seed import run_seed
 from seedvar.training.device import native_cpu_bf16, on_this_machine
 
 pytestmark = pytest.mark.slow

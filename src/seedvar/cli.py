@@ -194,8 +194,8 @@ def _train(args: argparse.Namespace) -> int:
     from seedvar.project import prepared_data, work_dir_of
     from seedvar.scale.launch import end_orphaned
     from seedvar.scale.lease import DRIVER_TAG, driver_id, lease
-    from seedvar.study.adopt import adopt
-    from seedvar.study.job import SeedJob
+    from seedvar.seeds.adopt import adopt
+    from seedvar.seeds.job import SeedJob
     from seedvar.tracking import check_reachable
 
     job = SeedJob.of(config, data=prepared_data(args.prepared))
@@ -206,9 +206,9 @@ def _train(args: argparse.Namespace) -> int:
         if args.reuse and entry is not None:  # kept as it is, found without loading torch
             job.show(entry)
             print(f"seed {config.train.seed} finished before: {job.folder}")
-            _print_summary(config, job.finished_metrics() or {})
+            _print_summary(config, job.finished.metrics() or {})
             return 0
-        from seedvar.study.seed import IfFinished, run_seed
+        from seedvar.seeds.seed import IfFinished, run_seed
 
         stop_with_starters()
         if_finished: IfFinished = "replace" if args.force else "reuse" if args.reuse else "refuse"
@@ -231,7 +231,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     output = args.output or args.model_dir.parent / "evaluation"
     config = _config(args)
     preflight(config, model=False)  # the weights come from MODEL_DIR
-    from seedvar.study.evaluate import evaluate_saved
+    from seedvar.seeds.evaluate import evaluate_saved
 
     metrics = evaluate_saved(config, args.model_dir, output, force=args.force)
     print(f"evaluation written to {output}")
@@ -315,7 +315,7 @@ def _adopt(args: argparse.Namespace) -> int:
     config = _config(args)
     from seedvar.project import prepared_data, work_dir_of
     from seedvar.scale.lease import lease
-    from seedvar.study.adopt import adopt_folder
+    from seedvar.seeds.adopt import adopt_folder
 
     data = prepared_data(args.prepared)
     with lease(work_dir_of(Path(config.output_dir)), config.study_hash(), "seedvar adopt"):

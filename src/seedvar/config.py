@@ -26,9 +26,8 @@ from pydantic import (
 )
 from pydantic.json_schema import JsonDict
 
-from seedvar.declared import Diagnostic, Reference, Task, declaration_problems
+from seedvar.declared import Diagnostic, Reference, Section, Task, declaration_problems
 from seedvar.errors import ConfigError
-from seedvar.sections import Section
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULTS = PROFILES_DIR / "defaults.yaml"
@@ -79,7 +78,7 @@ class TrainConfig(Section):
     weights_dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", json_schema_extra=OUTSIDE_RECIPE
     )
-    # diagnostic examples per set evaluated during training (study/trajectory.py); 0: none
+    # diagnostic examples per set evaluated during training (seeds/trajectory.py); 0: none
     # (the default of configs saved before trajectories). Outside the recipe: evaluating on
     # the way changes no weight (tested)
     trajectory_examples: StrictInt = Field(0, ge=0, json_schema_extra=OUTSIDE_RECIPE)

@@ -12,9 +12,7 @@ import difflib
 import string
 from collections.abc import Iterable
 
-from pydantic import Field, StrictBool, StrictInt
-
-from seedvar.sections import Section
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 Fields = dict[str, list[str]]  # canonical field -> the source columns tried for it, in order
 SET_NAMES = ("train", "validation")  # the study's own sets, beside the declared ones
@@ -25,6 +23,12 @@ PLACEHOLDERS = ("set", "group", "value", "name", "name_lower", "parent", "label"
 
 # a per-set size limit; in a recipe only when set, so that recipes without one keep their hash
 LIMIT = Field(default=None, gt=0, json_schema_extra={"recipe": "if set"})
+
+
+class Section(BaseModel):
+    """A section of a study's configuration: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class InDistribution(Section):

@@ -35,8 +35,8 @@ from seedvar.scale.cluster import (
 from seedvar.scale.lease import DRIVER_TAG, driver_gone, driver_id, lease
 from seedvar.scale.protocol import Cause, SeedTask, Status, TaskKey, TaskResult
 from seedvar.scale.scheduler import InProcess, Scheduler
-from seedvar.study.adopt import adopt
-from seedvar.study.job import SeedJob
+from seedvar.seeds.adopt import adopt
+from seedvar.seeds.job import SeedJob
 from seedvar.training.device import on_this_machine
 
 POLL_SECONDS = 1.0

@@ -9,7 +9,7 @@ Retries (at most `ray.max_retries` per seed):
   stands still) while its process lives (frozen, paused, blocked in a system call), which Ray
   would wait for forever: the scheduler force-cancels it (Ray kills the process as soon as it
   can) and submits it again. Should the stalled attempt wake, it finds its work taken over and
-  stops without touching the seed (study/job.py).
+  stops without touching the seed (seeds/job.py).
 - transient: the attempt failed with an error that passes (a tracking store still locked
   after the write's own retries, tracking/retry.py): submitted again, and it resumes. A last
   resort: a locked write is tried again for minutes before its seed is.
@@ -35,7 +35,7 @@ from seedvar.progress import Progress
 from seedvar.scale.cluster import SeedResources
 from seedvar.scale.protocol import Cause, SeedTask, Status, TaskKey, TaskResult
 from seedvar.scale.task import run_on_ray, run_seed_task
-from seedvar.study.job import PROGRESS
+from seedvar.seeds.job import PROGRESS
 
 # A task's output reaches the driver's terminal: its warnings and errors do, progress bars and
 # MLflow's notes do not (the driver's status line says how far each seed has got).

@@ -14,7 +14,7 @@ from seedvar import progress
 from seedvar.errors import ConfigError, SeedvarError, Superseded, first_line, transient
 from seedvar.project import prepared_data
 from seedvar.scale.protocol import SeedTask, Status, TaskResult
-from seedvar.study.job import PROGRESS, SeedJob
+from seedvar.seeds.job import PROGRESS, SeedJob
 
 if TYPE_CHECKING:  # the driver imports this module too, and never trains: no Lightning there
     import lightning as L
@@ -27,7 +27,7 @@ def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> TaskRe
 
     import torch
 
-    from seedvar.study.seed import Scheduled, run_seed
+    from seedvar.seeds.seed import Scheduled, run_seed
     from seedvar.sweep.objective import PrunedSeed
     from seedvar.sweep.study import trial_callbacks
     from seedvar.tracking import RunStopped

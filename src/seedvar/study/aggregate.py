@@ -18,6 +18,7 @@ from seedvar.data.io import read_table
 from seedvar.declared import in_distribution_name, primary_column, shown_columns
 from seedvar.errors import SeedvarError
 from seedvar.metrics import MAJORITY_SHARE, Column, diagnostic_columns, majority_share_column
+from seedvar.seeds.finished import FinishedSeed
 from seedvar.study.analysis import (
     Subgroup,
     agreement,
@@ -29,7 +30,6 @@ from seedvar.study.analysis import (
 )
 from seedvar.study.evidence import Evidence, answers, from_predictions
 from seedvar.study.further import Noise, write_further
-from seedvar.study.job import SeedJob
 from seedvar.study.verdict import (
     Correlation,
     Prediction,
@@ -49,8 +49,8 @@ def seed_table(runs_dir: Path, seeds: list[int], first: Sequence[str] = ()) -> p
     the same columns (e.g. the same diagnostic groups)."""
     rows = []
     for seed in seeds:
-        job = SeedJob(runs_dir, seed)
-        metrics = job.finished_metrics()
+        job = FinishedSeed(runs_dir, seed)
+        metrics = job.metrics()
         if metrics is None:
             raise SeedvarError(
                 f"seed {seed} has no results ({job.folder} is not finished); "
@@ -73,10 +73,10 @@ def seed_table(runs_dir: Path, seeds: list[int], first: Sequence[str] = ()) -> p
 def as_trained(config: Config, runs_dir: Path) -> Config:
     """The study's config with its "auto" precisions as its first finished seed chose them
     (the machine that aggregates may not be the one that trained)."""
-    finished = [s for s in config.seeds if SeedJob(runs_dir, s).finished_metrics() is not None]
+    finished = [s for s in config.seeds if FinishedSeed(runs_dir, s).metrics() is not None]
     if not finished:
         return config
-    return config.with_precisions_of(SeedJob(runs_dir, finished[0]).finished_config())
+    return config.with_precisions_of(FinishedSeed(runs_dir, finished[0]).config())
 
 
 def require_one_recipe(config: Config, runs_dir: Path, seeds: list[int]) -> None:
@@ -85,7 +85,7 @@ def require_one_recipe(config: Config, runs_dir: Path, seeds: list[int]) -> None
     expected = config.recipe(per_seed=False)
     problems = []
     for seed in seeds:
-        trained = SeedJob(runs_dir, seed).finished_config().recipe(per_seed=False)
+        trained = FinishedSeed(runs_dir, seed).config().recipe(per_seed=False)
         differing = [
             f"{key} {trained.get(key)!r} (study: {expected.get(key)!r})"
             for key in sorted(expected.keys() | trained.keys())
@@ -127,7 +127,7 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
     evidence = from_predictions(config, runs_dir, table)
     table, design = evidence.table, evidence.design
     table.to_csv(results_dir / "seeds.csv", index=False)
-    columns = SeedJob(runs_dir, seeds[0]).finished_columns()
+    columns = FinishedSeed(runs_dir, seeds[0]).columns()
     accuracies = [c for c in columns if not c.name.startswith(MAJORITY_SHARE)]
     in_diagnostics = {c.name for c in accuracies if c.set in config.diagnostics}
     diagnostic = [c for c in table.columns if c in in_diagnostics]  # the seeds table's order

@@ -31,7 +31,7 @@ from seedvar.metrics import (
     diagnostic_columns,
     other_labels_column,
 )
-from seedvar.study.job import SeedJob
+from seedvar.seeds.finished import FinishedSeed
 from seedvar.study.noise import (
     ColumnNoise,
     Scored,
@@ -54,10 +54,7 @@ class Evidence:
 def answers(runs_dir: Path, seeds: list[int], set_name: str) -> tuple[pd.DataFrame, np.ndarray]:
     """The examples of one set (from the first seed: id, gold, groups) and a seeds x examples
     matrix of predicted labels."""
-    frames = [
-        pd.read_parquet(SeedJob(runs_dir, seed).folder / "predictions" / f"{set_name}.parquet")
-        for seed in seeds
-    ]
+    frames = [pd.read_parquet(FinishedSeed(runs_dir, seed).predictions(set_name)) for seed in seeds]
     examples = frames[0].drop(columns=[c for c in frames[0].columns if c.startswith("logit_")])
     for seed, frame in zip(seeds, frames, strict=True):
         if not frame["id"].equals(examples["id"]):
@@ -84,7 +81,7 @@ def label_scores(
     names = [f"logit_{label}" for label in config.task.labels]
     found = []
     for seed in seeds:
-        path = SeedJob(runs_dir, seed).folder / "predictions" / f"{set_name}.parquet"
+        path = FinishedSeed(runs_dir, seed).predictions(set_name)
         frame = pd.read_parquet(path)
         if not set(names) <= set(frame.columns):
             raise SeedvarError(f"{path} has no logits ({', '.join(names)}); evaluate it again")

@@ -12,9 +12,9 @@ import pandas as pd
 
 from seedvar.config import Config
 from seedvar.declared import primary_column
+from seedvar.seeds.finished import FinishedSeed
 from seedvar.study.best_of_n import best_of_n_table
 from seedvar.study.components import compare_sources, components
-from seedvar.study.job import SeedJob
 from seedvar.study.verdict import seed_variance
 
 JOINT = "seed (init and data order together)"
@@ -164,7 +164,7 @@ def trajectories(runs_dir: Path, seeds: list[int], columns: list[str]) -> pd.Dat
     during training, from the seeds trained with a trajectory."""
     frames = []
     for seed in seeds:
-        found = SeedJob(runs_dir, seed).finished_trajectory()
+        found = FinishedSeed(runs_dir, seed).trajectory()
         if found is not None:
             frames.append(found[found["column"].isin(columns)].assign(seed=seed))
     if not frames:

@@ -5,6 +5,7 @@ callbacks that prune a trial's seeds."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import lightning as L
 import optuna
@@ -13,8 +14,8 @@ from optuna.storages import BaseStorage
 from seedvar import tracking
 from seedvar.config import Config
 from seedvar.metrics import validation_key
-from seedvar.study.job import SeedJob
-from seedvar.study.seed import run_seed
+from seedvar.seeds.finished import FinishedSeed
+from seedvar.seeds.seed import run_seed
 from seedvar.sweep.space import drawn, trial_config
 from seedvar.sweep.trial import prunes, record_trial, seed_tags, start_trial_run
 
@@ -89,7 +90,7 @@ def _seed_metrics(
 ) -> dict[str, float]:
     """A seed's metrics: read back if it already finished, else trained now (reporting to
     `trial` for pruning if `reports`)."""
-    metrics = SeedJob.of(config).finished_metrics()
+    metrics = FinishedSeed(Path(config.output_dir), config.train.seed).metrics()
     if metrics is not None:
         return metrics
     key = validation_key(config.task.validation)

@@ -16,9 +16,9 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from seedvar.config import Config  # noqa: E402
 from seedvar.declared import headline_mean_column, primary_column  # noqa: E402
+from seedvar.seeds.finished import FinishedSeed  # noqa: E402
 from seedvar.study.aggregate import prediction_shares  # noqa: E402
 from seedvar.study.evidence import from_predictions  # noqa: E402
-from seedvar.study.job import SeedJob  # noqa: E402
 from seedvar.study.verdict import Noise, SweepVerdict, sweep_verdict  # noqa: E402
 from seedvar.sweep.trial import MLFLOW_RUN_ATTR, OUTPUT_DIR_ATTR, SEEDS_ATTR  # noqa: E402
 
@@ -96,7 +96,7 @@ def decide(config: Config, study: optuna.Study) -> SweepVerdict | None:
         if OUTPUT_DIR_ATTR not in trial.user_attrs:  # added by hand: no seeds to read back
             continue
         runs_dir, seeds = Path(trial.user_attrs[OUTPUT_DIR_ATTR]), trial.user_attrs[SEEDS_ATTR]
-        table = pd.DataFrame([SeedJob(runs_dir, s).finished_metrics() for s in seeds])
+        table = pd.DataFrame([FinishedSeed(runs_dir, s).metrics() for s in seeds])
         evidence = from_predictions(config.model_copy(update={"seeds": seeds}), runs_dir, table)
         name = f"trial {trial.number}"
         tables[name], noise[name], design = evidence.table, evidence.noise, evidence.design

@@ -4,6 +4,7 @@ attributes, summary metrics, the objective values)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from seedvar import tracking
 from seedvar.config import Config, SweepConfig
 from seedvar.declared import headline_mean_column, primary_column
 from seedvar.metrics import MAJORITY_SHARE, safe_key
-from seedvar.study.job import SeedJob
+from seedvar.seeds.finished import FinishedSeed
 
 SWEEP_TAG = "seedvar.sweep"
 TRIAL_NUMBER_TAG = "optuna.trial_number"
@@ -103,7 +104,7 @@ def record_trial(
         trial.set_user_attr(key, value)
     trial.set_user_attr(OUTPUT_DIR_ATTR, config.output_dir)
     trial.set_user_attr(SEEDS_ATTR, sorted(per_seed))
-    columns = SeedJob.of(config.with_seed(min(per_seed))).finished_columns()
+    columns = FinishedSeed(Path(config.output_dir), min(per_seed)).columns()
     keys = {column.name: column.key for column in columns}
     logged = {}
     for name, value in summary.items():

@@ -43,27 +43,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from seedvar.config import Config, validate
 from seedvar.errors import DiskError, OutputExistsError, Superseded, first_line
 from seedvar.files import remove_temporaries, temporary, write_atomically
-from seedvar.metrics import Column
 from seedvar.project import work_dir_of
+from seedvar.seeds.finished import CONFIG, DATA, METRICS, RUN_STATE, FinishedSeed
 
 if TYPE_CHECKING:  # not imported at run time: a finished seed is found without transformers
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-RUN_STATE = "run.json"
 ATTEMPT = "attempt.json"
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 FULL_DISK_TEXT = ("No space left on device", "file write failed")  # torch and safetensors
-METRICS = "metrics.json"
-COLUMNS = "columns.json"  # each metric's column: name, MLflow key, set, size
-CONFIG = "config.yaml"
-DATA = "data.json"  # the content fingerprints of the sets the seed was trained and scored on
-TRAJECTORY = "trajectory.csv"  # step, epoch, column, key, accuracy (study/trajectory.py)
 CHECKPOINT = "checkpoints/resume.ckpt"  # a work folder's resumable training checkpoint
 PROGRESS = "progress.json"  # how far the attempt has got (seedvar/progress.py)
 CLAIM_TRIES = 5
@@ -131,6 +124,11 @@ class SeedJob:
         return self.work_dir / CHECKPOINT
 
     @property
+    def finished(self) -> FinishedSeed:
+        """The published seed, read only."""
+        return FinishedSeed(self.output_dir, self.seed)
+
+    @property
     def model_dir(self) -> Path:
         return self.work_dir / "model"
 
@@ -174,33 +172,6 @@ class SeedJob:
             self.folder.rename(old)
         os.rename(partial, self.folder)
         shutil.rmtree(old, ignore_errors=True)
-
-    def finished_metrics(self) -> dict[str, float] | None:
-        """The published seed's metrics if it has finished, else None."""
-        path = self.folder / METRICS
-        return json.loads(path.read_text()) if path.is_file() else None
-
-    def finished_columns(self) -> list[Column]:
-        """The columns of the finished seed's metrics (name, MLflow key, set, size)."""
-        return [Column(**column) for column in json.loads((self.folder / COLUMNS).read_text())]
-
-    def finished_config(self) -> Config:
-        """The recipe the finished seed was trained with (its config.yaml)."""
-        path = self.folder / CONFIG
-        return validate(yaml.safe_load(path.read_text()), source=str(path))
-
-    def finished_trajectory(self) -> pd.DataFrame | None:
-        """The finished seed's trajectory (the last value per step and column: a resumed
-        attempt may have evaluated a step twice), or None when it was trained without one."""
-        path = self.folder / TRAJECTORY
-        if not path.is_file():
-            return None
-        frame = pd.read_csv(path)
-        return frame.drop_duplicates(["step", "column"], keep="last").reset_index(drop=True)
-
-    def finished_run_id(self) -> str:
-        """The MLflow run of the finished seed."""
-        return json.loads((self.folder / RUN_STATE).read_text())["run_id"]
 
     def finished_with(self, config: Config) -> bool:
         """Whether the seed has finished with this very recipe."""

@@ -21,7 +21,7 @@ import pandas as pd
 from seedvar.config import Config
 from seedvar.data.io import subsample
 from seedvar.data.prepared import StudyInputs
-from seedvar.study.evaluate import prediction_frame, set_columns
+from seedvar.seeds.evaluate import prediction_frame, set_columns
 from seedvar.training.device import autocast_dtype
 from seedvar.training.predict import predict_logits
 

@@ -19,17 +19,10 @@ from seedvar.errors import Superseded
 from seedvar.metrics import EVALUATE_SECONDS, TRAIN_SECONDS
 from seedvar.pretrained import load_tokenizer, load_trained
 from seedvar.project import prepared_data
-from seedvar.study.evaluate import evaluate_sets
-from seedvar.study.job import (
-    COLUMNS,
-    CONFIG,
-    METRICS,
-    TRAJECTORY,
-    AlreadyPublished,
-    Resumable,
-    SeedJob,
-)
-from seedvar.study.trajectory import Trajectory, probes
+from seedvar.seeds.evaluate import evaluate_sets
+from seedvar.seeds.finished import COLUMNS, CONFIG, METRICS, TRAJECTORY
+from seedvar.seeds.job import AlreadyPublished, Resumable, SeedJob
+from seedvar.seeds.trajectory import Trajectory, probes
 from seedvar.tracking.logger import RunLogger
 from seedvar.training.device import (
     autocast_dtype,
@@ -94,7 +87,7 @@ def run_seed(
 
     `if_finished`, for a seed finished before with this recipe: "refuse" (OutputExistsError),
     "reuse" (publish it as it is), "replace" (retrain it). A seed finished with another recipe
-    stays kept beside this one (study/job.py) and never stops it.
+    stays kept beside this one (seeds/job.py) and never stops it.
     `prepared`: a folder written by `seedvar prepare`; without it the sets are loaded here.
     `callbacks`: more Lightning callbacks (a sweep's pruning, for example).
     `parent_run_id`: the MLflow run to file this seed under (default: the study's run).
@@ -244,9 +237,9 @@ def _finished(job: SeedJob, config: Config, started: float) -> SeedResult:
     entry = job.stored(config)
     assert entry is not None  # finished: it stays so
     job.show(entry)
-    metrics = job.finished_metrics() or {}
+    metrics = job.finished.metrics() or {}
     elapsed = time.perf_counter() - started
-    return SeedResult(job.folder, job.finished_run_id(), metrics, elapsed, reused=True)
+    return SeedResult(job.folder, job.finished.run_id(), metrics, elapsed, reused=True)
 
 
 def _seed_tags(config: Config) -> dict[str, str]:

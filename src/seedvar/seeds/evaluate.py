@@ -31,7 +31,7 @@ from seedvar.metrics import (
     set_metrics,
 )
 from seedvar.pretrained import load_tokenizer, load_trained
-from seedvar.study.job import COLUMNS, CONFIG, METRICS
+from seedvar.seeds.finished import COLUMNS, CONFIG, METRICS
 from seedvar.training.device import (
     autocast_dtype,
     evaluation_device,

@@ -1,4 +1,4 @@
-"""Finished seeds that the keep (study/job.py) lacks but the workspace, DVC or a folder holds: a
+"""Finished seeds that the keep (seeds/job.py) lacks but the workspace, DVC or a folder holds: a
 pulled clone's seeds, the view of runs/ that DVC removed before it ran the `train` stage, or
 seed folders carried from another machine (`seedvar adopt`). They are taken into the keep, so
 that no finished seed is trained again."""
@@ -18,10 +18,8 @@ import yaml
 from seedvar.config import Config, validate
 from seedvar.errors import DataError
 from seedvar.files import temporary
-from seedvar.study.job import (
-    CONFIG,
-    DATA,
-    METRICS,
+from seedvar.seeds.finished import CONFIG, DATA, METRICS
+from seedvar.seeds.job import (
     SeedJob,
     data_of,
     entry_name,

@@ -1,0 +1,1 @@
+"""One seed's life: an attempt that trains, resumes and evaluates it, and publishes it once."""

@@ -1,0 +1,65 @@
+"""A finished seed as everything downstream of training reads it (aggregate, report, sweeps):
+its published folder, `runs/seed-N`, read only. The files a finished seed holds are named here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from seedvar.config import Config, validate
+from seedvar.metrics import Column
+
+RUN_STATE = "run.json"  # its MLflow run
+METRICS = "metrics.json"
+COLUMNS = "columns.json"  # each metric's column: name, MLflow key, set, size
+CONFIG = "config.yaml"
+DATA = "data.json"  # the content fingerprints of the sets the seed was trained and scored on
+TRAJECTORY = "trajectory.csv"  # step, epoch, column, key, accuracy (seeds/trajectory.py)
+PREDICTIONS = "predictions"  # one parquet file per evaluated set
+
+
+@dataclass(frozen=True)
+class FinishedSeed:
+    """Seed `seed` as published under `output_dir`."""
+
+    output_dir: Path
+    seed: int
+
+    @property
+    def folder(self) -> Path:
+        return self.output_dir / f"seed-{self.seed}"
+
+    def metrics(self) -> dict[str, float] | None:
+        """Its metrics, or None where the seed has not finished."""
+        path = self.folder / METRICS
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def columns(self) -> list[Column]:
+        """The columns of its metrics (name, MLflow key, set, size)."""
+        return [Column(**column) for column in json.loads((self.folder / COLUMNS).read_text())]
+
+    def config(self) -> Config:
+        """The recipe it was trained with."""
+        path = self.folder / CONFIG
+        return validate(yaml.safe_load(path.read_text()), source=str(path))
+
+    def trajectory(self) -> pd.DataFrame | None:
+        """Its trajectory (the last value per step and column: a resumed attempt may have
+        evaluated a step twice), or None where it was trained without one."""
+        path = self.folder / TRAJECTORY
+        if not path.is_file():
+            return None
+        frame = pd.read_csv(path)
+        return frame.drop_duplicates(["step", "column"], keep="last").reset_index(drop=True)
+
+    def predictions(self, set_name: str) -> Path:
+        """Its per-example predictions on `set_name` (a parquet file)."""
+        return self.folder / PREDICTIONS / f"{set_name}.parquet"
+
+    def run_id(self) -> str:
+        """Its MLflow run."""
+        return json.loads((self.folder / RUN_STATE).read_text())["run_id"]
