@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from seedvar.config import load_config
-from seedvar.data.sets import load_evaluation_sets, load_study_sets
+from seedvar.data.sets import augmentation, load_evaluation_sets, load_study_sets
 from seedvar.declared import task_to_diagnostic
 from seedvar.errors import ConfigError, DataError
 from seedvar.metrics import diagnostic_columns
@@ -222,6 +222,37 @@ def test_a_disabled_augmentation_is_not_checked_against_the_diagnostic_sets():
         load_config(None, [*without_hans, "data.augment_examples=100"], profile="demo")
     with pytest.raises(ConfigError, match="no diagnostic set is left, and a study needs one"):
         load_config(None, ["diagnostics.hans=null"], profile="demo")  # its only one
+
+
+def test_held_out_groups_of_the_augmentation_are_never_drawn():
+    """`task.augmentation.held_out` keeps whole groups out of the added pairs (an inoculation
+    study evaluates on them), still drawn evenly over the rest; a value the set lacks is one
+    line naming the values it has."""
+    held_out = "task.augmentation.held_out={heuristic: [subsequence, constituent], "
+    held_out += "subcase: [ln_subject/object_swap]}"
+    config = load_config(None, ["data.augment_examples=270", held_out], profile="smoke")
+    added = augmentation(config, {"hans": pd.DataFrame(columns=["premise", "hypothesis"])})
+    source = pd.read_parquet(OFFLINE / "hans" / "train.parquet")
+    drawn = source.set_index("augment-" + source["idx"].astype(str)).loc[added["id"]]
+    assert set(drawn["heuristic"]) == {"lexical_overlap"}
+    assert drawn["subcase"].value_counts().to_dict() == dict.fromkeys(
+        sorted(
+            set(source.query("heuristic == 'lexical_overlap'")["subcase"])
+            - {"ln_subject/object_swap"}
+        ),
+        30,
+    )
+    misspelt = load_config(
+        None,
+        ["data.augment_examples=10", "task.augmentation.held_out={heuristic: [constituant]}"],
+        profile="smoke",
+    )
+    with pytest.raises(
+        DataError,
+        match=r"held_out.heuristic: 'constituant' is not a value of "
+        r"heuristic in data/offline/hans/train.parquet; its values: constituent, ",
+    ):
+        augmentation(misspelt, {})
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,9 @@ class Augmentation(Section):
     fields: Fields | None = None  # default: the task's
     stratify: str | None = None  # a column to draw the pairs evenly over
     disjoint_from: str | None = None  # a diagnostic set that must not share a pair with it
+    # groups never drawn (a column -> its values, e.g. {heuristic: [constituent]}): what a
+    # study of how far the shown rule carries evaluates on
+    held_out: dict[str, list[str]] = {}
 
 
 class Task(Section):

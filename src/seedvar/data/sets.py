@@ -152,8 +152,9 @@ def diagnostic_reading(task: Task, diagnostic: Diagnostic) -> Reading:
 
 
 def augmentation_reading(task: Task, declared: Augmentation) -> Reading:
-    """How the task's augmentation set is read (its stratify column required)."""
-    groups = {declared.stratify: False} if declared.stratify else None
+    """How the task's augmentation set is read (its stratify and held-out columns required)."""
+    needed = [declared.stratify] if declared.stratify else []
+    groups = dict.fromkeys([*needed, *declared.held_out], False) or None
     fields = merged_fields(task, declared.fields)
     return Reading(declared.source, fields, task.text, declared.labels, groups)
 
@@ -218,7 +219,7 @@ def augmentation(config: Config, diagnostics: dict[str, pd.DataFrame]) -> pd.Dat
     in the diagnostic set it must be disjoint from."""
     task, declared = config.task, config.task.augmentation
     assert declared is not None  # the config's checks: augment_examples needs an augmentation
-    examples = augmentation_reading(task, declared).load(config)
+    examples = without_held_out(augmentation_reading(task, declared).load(config), declared)
     chosen = subsample(examples, config.data.augment_examples, stratify=declared.stratify)
     if declared.disjoint_from:
         held_out = diagnostics[declared.disjoint_from]
@@ -237,6 +238,28 @@ def augmentation(config: Config, diagnostics: dict[str, pd.DataFrame]) -> pd.Dat
     result["id"] = AUGMENTED_ID_PREFIX + result["id"]
     result["label"] = chosen["label"].map(to_task)
     return result
+
+
+def without_held_out(examples: pd.DataFrame, declared: Augmentation) -> pd.DataFrame:
+    """The augmentation set less its `held_out` groups; DataError for a held-out value the
+    set does not hold (a misspelt one would hold nothing out)."""
+    kept = pd.Series(True, index=examples.index)
+    for column, values in declared.held_out.items():
+        present = set(examples[column].astype(str))
+        unknown = [value for value in values if value not in present]
+        if unknown:
+            raise DataError(
+                f"task.augmentation.held_out.{column}: {', '.join(map(repr, unknown))} is not a "
+                f"value of {column} in {declared.source}; its values: "
+                f"{', '.join(sorted(present)[:12])}"
+            )
+        kept &= ~examples[column].astype(str).isin(values)
+    if not kept.any():
+        raise DataError(
+            "task.augmentation.held_out holds out every pair of the augmentation set; hold "
+            "out fewer groups"
+        )
+    return examples[kept]
 
 
 def _pairs(frame: pd.DataFrame, text: list[str]) -> list[tuple[str, ...]]:

@@ -1,0 +1,164 @@
+"""Candidate recipes for the positive control: where do seeds part ways on a held-out rule?
+
+Each candidate is the inoculation profile (the offline MiniLM, one epoch on all 34,411 MNLI
+training pairs plus HANS-like training pairs of the held-in heuristics, evaluated on the
+complete MNLI-m/mm and HANS sets) with its own settings, trained by `seedvar launch` in a
+folder of its own and aggregated by `seedvar aggregate`. Its row in
+docs/results/inoculation/pilot.csv is the wall time, the verdict's outcome and margin and, per
+HANS headline column (held in or held out of the augmentation), the seeds' raw range and the
+seed-std lower bound (evaluation noise removed) of the raw accuracy and of its threshold-free
+counterpart (the AUC of the entailment score within the heuristic). Each finished candidate's
+seeds table and verdict go to docs/results/inoculation/pilot/<candidate>/, and its row is
+written as soon as it lands, so a pilot can span sessions; measured candidates are skipped.
+
+Usage:  python benchmarks/inoculation_pilot.py lexical-300 lexical-1000 [--seeds 0 1 2 3]
+        python benchmarks/inoculation_pilot.py --markdown   (the table the results page shows)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from seedvar.config import load_config
+from seedvar.training.device import cpu_description
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "docs" / "results" / "inoculation"
+TABLE = RESULTS / "pilot.csv"
+PROFILE = "inoculation"
+LEXICAL_ONLY = "task.augmentation.held_out={heuristic: [subsequence, constituent]}"
+CANDIDATES = {  # name -> its settings over the profile
+    "lexical-100": ["data.augment_examples=100", LEXICAL_ONLY],
+    "lexical-300": ["data.augment_examples=300", LEXICAL_ONLY],
+    "lexical-1000": ["data.augment_examples=1000", LEXICAL_ONLY],
+    "lexical+subsequence-300": [
+        "data.augment_examples=300",
+        "task.augmentation.held_out={heuristic: [constituent]}",
+    ],
+}
+HEURISTICS = {"Lexical (nonent)": "lexical_overlap", "Subseq (nonent)": "subsequence"}
+HEURISTICS |= {"Constituent (nonent)": "constituent"}
+
+
+def held(settings: list[str]) -> dict[str, str]:
+    """Per headline column: "in" or "out" of the augmentation under these settings."""
+    config = load_config(None, settings, profile=PROFILE)
+    assert config.task.augmentation is not None
+    out = config.task.augmentation.held_out.get("heuristic", [])
+    return {column: "out" if name in out else "in" for column, name in HEURISTICS.items()}
+
+
+def run_candidate(name: str, seeds: list[int], work: Path) -> dict[str, object]:
+    """Train and aggregate one candidate in `work`/`name`; its row of the pilot table."""
+    folder = work / name
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "data").exists():
+        (folder / "data").symlink_to(REPO / "data")
+    settings = ["--profile", PROFILE, "--set", f"seeds={seeds}"]
+    settings += [arg for setting in CANDIDATES[name] for arg in ("--set", setting)]
+    started = time.monotonic()
+    subprocess.run(["seedvar", "launch", *settings], cwd=folder, check=True)
+    minutes = (time.monotonic() - started) / 60
+    subprocess.run(
+        ["seedvar", "aggregate", *settings, "--results", "results"], cwd=folder, check=True
+    )
+    published = RESULTS / "pilot" / name
+    published.mkdir(parents=True, exist_ok=True)
+    for kept in ("seeds.csv", "verdict.json"):
+        shutil.copy(folder / "results" / kept, published / kept)
+    verdict = json.loads((folder / "results" / "verdict.json").read_text())
+    seeds_table = pd.read_csv(folder / "results" / "seeds.csv")
+    columns = {row["column"]: row for row in verdict["columns"]}
+    row: dict[str, object] = {
+        "recipe": name,
+        "settings": "; ".join(CANDIDATES[name]),
+        "seeds": len(seeds_table),
+        "minutes": round(minutes, 1),
+        "outcome": verdict["outcome"],
+        "margin": verdict["margin"],
+        "mnli_m_mean": columns["MNLI dev acc."]["mean"],
+        "measure": verdict["design"].get("measure", "equal-variance"),
+    }
+    for column, where in held(CANDIDATES[name]).items():
+        free = columns[verdict["design"]["bias_free"][column]]
+        row[f"{column}: held"] = where
+        row[f"{column}: min"] = seeds_table[column].min()
+        row[f"{column}: max"] = seeds_table[column].max()
+        row[f"{column}: seed std low"] = columns[column]["seed_std_low"]
+        row[f"{column}: counterpart mean"] = free["mean"]
+        row[f"{column}: counterpart observed std"] = free["observed_std"]
+        row[f"{column}: counterpart noise std"] = free["noise_std"]
+        row[f"{column}: counterpart seed std low"] = free["seed_std_low"]
+    row["cpu"] = cpu_description()
+    row["date"] = datetime.date.today().isoformat()
+    return row
+
+
+def markdown(rows: pd.DataFrame) -> str:
+    """The pilot as a Markdown table: per HANS heuristic (held in or out), the raw range, the
+    raw seed-std lower bound and the counterpart's mean, observed std, noise and seed-std lower
+    bound (points; AUC in %)."""
+    lines = [
+        "| recipe | seeds | MNLI-m | heuristic | held | raw range | raw seed std low | "
+        "AUC mean | AUC observed std | AUC noise | AUC seed std low | margin | verdict |",
+        "|---" * 13 + "|",
+    ]
+    for row in rows.to_dict("records"):
+        for column in HEURISTICS:
+            points = {key: 100 * row[f"{column}: {key}"] for key in _NUMBERS}
+            lines.append(
+                f"| {row['recipe']} | {row['seeds']} | {100 * row['mnli_m_mean']:.1f} % | "
+                f"{column} | {row[f'{column}: held']} | "
+                f"{points['min']:.1f}-{points['max']:.1f} % | {points['seed std low']:.2f} | "
+                f"{points['counterpart mean']:.1f} | {points['counterpart observed std']:.2f} | "
+                f"{points['counterpart noise std']:.2f} | "
+                f"{points['counterpart seed std low']:.2f} | {100 * row['margin']:.2f} | "
+                f"{row['outcome']} |"
+            )
+    return "\n".join(lines)
+
+
+_NUMBERS = (
+    "min",
+    "max",
+    "seed std low",
+    "counterpart mean",
+    "counterpart observed std",
+    "counterpart noise std",
+    "counterpart seed std low",
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("candidates", nargs="*", help=", ".join(CANDIDATES))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
+    parser.add_argument("--markdown", action="store_true", help="print the table and stop")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/inoculation-pilot"))
+    args = parser.parse_args()
+    if args.markdown:
+        print(markdown(pd.read_csv(TABLE)))
+        return
+    unknown = [name for name in args.candidates if name not in CANDIDATES]
+    if unknown:
+        parser.error(f"unknown candidate {', '.join(unknown)}; choose from {', '.join(CANDIDATES)}")
+    rows = pd.read_csv(TABLE).to_dict("records") if TABLE.is_file() else []
+    for name in args.candidates:
+        if name in {row["recipe"] for row in rows}:
+            print(f"{name}: measured before, skipped")
+            continue
+        rows.append(run_candidate(name, args.seeds, args.work))
+        pd.DataFrame(rows).to_csv(TABLE, index=False)  # after each: nothing measured is lost
+        print(pd.Series(rows[-1]).to_string())
+
+
+if __name__ == "__main__":
+    main()
