@@ -2,7 +2,7 @@
 docs/verdict.md (between its `rates` and `bounds` markers):
 `python benchmarks/verdict_rates.py [STUDIES]`.
 
-Each kind of study (seedvar.study.simulate: signal detection on a shared test set) is
+Each kind of study (seedvar.stats.simulate: signal detection on a shared test set) is
 simulated STUDIES times (default 200) through the same noise estimate (a paired bootstrap of
 RESAMPLES resamples, against a study's 1,000) and verdict a study gets; the table gives the
 share of studies each rule decided, with its Monte-Carlo standard error. A second table
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from seedvar.study.simulate import Truth, study
-from seedvar.study.verdict import _variance_bound, verdict
+from seedvar.stats.simulate import Truth, study
+from seedvar.stats.verdict import _variance_bound, verdict
 
 RESAMPLES = 100
 BOUND_SAMPLES = 20_000

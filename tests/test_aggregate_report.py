@@ -14,10 +14,10 @@ from sklearn.metrics import roc_auc_score
 
 from seedvar.config import Config, load_config
 from seedvar.errors import SeedvarError
+from seedvar.report.study import plot_groups, plot_scatter, write_report
+from seedvar.results.aggregate import aggregate, flat_headline, read_headline
 from seedvar.seeds.evaluate import prediction_frame, prediction_metrics
-from seedvar.study.aggregate import aggregate, flat_headline, read_headline
-from seedvar.study.components import DRAWS
-from seedvar.study.report import plot_groups, plot_scatter, write_report
+from seedvar.stats.components import DRAWS
 from tests.conftest import OFFLINE
 
 SEEDS = [0, 1, 2, 3]

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from seedvar.study.analysis import (
+from seedvar.stats.analysis import (
     agreement,
     bootstrap_mean_ci,
     compare_spread,

@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from seedvar.study.best_of_n import (
+from seedvar.report.past_the_paper import best_of_n_text
+from seedvar.results.past_the_paper import BEST_OF_N_COLUMNS, OURS, best_of_n_curves
+from seedvar.stats.best_of_n import (
     best_of_n_table,
     bootstrap_se,
     expected_best,
     expected_chosen,
 )
-from seedvar.study.further import BEST_OF_N_COLUMNS, OURS, best_of_n_curves
-from seedvar.study.further_report import best_of_n_text
 from tests.conftest import OFFLINE
 
 PAPER = OFFLINE / "reference" / "mccoy2020_runs.csv"

@@ -8,7 +8,15 @@ import pytest
 from scipy import stats
 
 from seedvar.config import load_config
-from seedvar.study.components import (
+from seedvar.report.past_the_paper import components_text
+from seedvar.results.past_the_paper import (
+    COMPONENT_COLUMNS,
+    JOINT,
+    Noise,
+    component_table,
+    diagonal_seeds,
+)
+from seedvar.stats.components import (
     ALPHA,
     COMPONENTS,
     DRAWS,
@@ -18,14 +26,6 @@ from seedvar.study.components import (
     mean_squares,
     noise_fit_p,
 )
-from seedvar.study.further import (
-    COMPONENT_COLUMNS,
-    JOINT,
-    Noise,
-    component_table,
-    diagonal_seeds,
-)
-from seedvar.study.further_report import components_text
 
 N_EXAMPLES = 1000
 STUDIES = 1000  # simulated studies per rate; binomial SE of a rate near ALPHA: 0.7 points

@@ -10,7 +10,7 @@ import pytest
 
 from seedvar.config import load_config
 from seedvar.declared import primary_column
-from seedvar.study.verdict import correlate, predicts
+from seedvar.stats.verdict import correlate, predicts
 
 PAPER_RUNS = Path(__file__).resolve().parents[1] / "data/offline/reference/mccoy2020_runs.csv"
 CONFIG = load_config(None, profile="smoke")  # the paper's declaration: MNLI -> HANS

@@ -87,7 +87,7 @@ def test_training_code_is_part_of_every_seeds_recipe(study: Path, edited):
 
 
 def test_report_code_reruns_only_the_report(study: Path, edited):
-    edited("src/seedvar/study/report.py", "OURS, PAPER = ", "OURS, PAPER =  ")
+    edited("src/seedvar/report/study.py", "OURS, PAPER = ", "OURS, PAPER =  ")
     assert changed_stages(study) == {"report"}
 
 

@@ -12,8 +12,8 @@ from scipy import stats
 
 from seedvar.config import load_config
 from seedvar.data.sets import load_evaluation_sets
-from seedvar.study.analysis import Subgroup, interaction_table, nested_subgroups
-from seedvar.study.report import interaction_text
+from seedvar.report.study import interaction_text
+from seedvar.stats.analysis import Subgroup, interaction_table, nested_subgroups
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_RUNS = ROOT / "data/offline/reference/mccoy2020_runs.csv"

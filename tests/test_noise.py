@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from seedvar.metrics import accuracy_of_counts, bias_free_accuracy
-from seedvar.study.noise import Scored, binomial_noise, paired_noise
-from seedvar.study.simulate import TESTED, Truth, study
+from seedvar.stats.noise import Scored, binomial_noise, paired_noise
+from seedvar.stats.simulate import TESTED, Truth, study
 
 
 def test_identical_seeds_have_zero_noise():
@@ -79,7 +79,7 @@ def test_weighted_auc_is_the_mann_whitney_statistic_with_ties_and_weights():
     many times."""
     from scipy.stats import mannwhitneyu
 
-    from seedvar.study.noise import weighted_auc
+    from seedvar.stats.noise import weighted_auc
 
     rng = np.random.default_rng(31)
     score = rng.integers(0, 8, 300).astype(float)  # 8 values: ties everywhere
@@ -101,7 +101,7 @@ def test_label_auc_is_unmoved_by_a_monotone_shift_of_the_scores_and_chance_is_ha
     """A threshold (a constant added to a label's score) and any increasing transform of the
     scores leave every label's AUC as it was; with three labels it is the mean one-vs-rest
     AUC of each gold label's own score, 0.5 for scores that carry nothing."""
-    from seedvar.study.noise import label_auc
+    from seedvar.stats.noise import label_auc
 
     rng = np.random.default_rng(32)
     gold = rng.integers(0, 3, 3000)

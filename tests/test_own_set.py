@@ -13,8 +13,8 @@ import yaml
 
 from seedvar.config import load_config
 from seedvar.errors import ConfigError, DataError
+from seedvar.results.aggregate import aggregate
 from seedvar.seeds.seed import run_seed
-from seedvar.study.aggregate import aggregate
 from tests.conftest import OFFLINE
 
 pytestmark = pytest.mark.slow

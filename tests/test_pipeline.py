@@ -10,8 +10,8 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from seedvar.results.aggregate import read_headline
 from seedvar.scale.cluster import SeedResources, this_machine
-from seedvar.study.aggregate import read_headline
 from tests.conftest import (
     QUICK,
     commit,

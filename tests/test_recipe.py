@@ -10,8 +10,8 @@ import pytest
 from seedvar.config import Config, load_config
 from seedvar.data.prepared import inputs_key
 from seedvar.errors import SeedvarError
+from seedvar.results.aggregate import as_trained, require_one_recipe
 from seedvar.seeds.finished import CONFIG, METRICS
-from seedvar.study.aggregate import as_trained, require_one_recipe
 
 TRAINED_HERE = ["train.precision=32-true", "train.eval_precision=32"]  # what `auto` chose
 CHANGES = {

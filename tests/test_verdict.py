@@ -17,9 +17,9 @@ from scipy import stats
 from seedvar.config import load_config
 from seedvar.data.sets import load_evaluation_sets
 from seedvar.metrics import bias_free_accuracy
-from seedvar.study.evidence import from_rates
-from seedvar.study.noise import confusion, label_auc
-from seedvar.study.simulate import (
+from seedvar.results.evidence import from_rates
+from seedvar.stats.noise import confusion, label_auc
+from seedvar.stats.simulate import (
     BIAS_FREE,
     DESIGN,
     EQUAL_DESIGN,
@@ -28,7 +28,7 @@ from seedvar.study.simulate import (
     Truth,
     study,
 )
-from seedvar.study.verdict import (
+from seedvar.stats.verdict import (
     ALPHA,
     HEAVY_TAILS,
     SEED_FLOOR,

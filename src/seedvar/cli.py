@@ -242,7 +242,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _aggregate(args: argparse.Namespace) -> int:
     config = _config(args)
     require_tracked(config)  # its reference
-    from seedvar.study.aggregate import aggregate
+    from seedvar.results.aggregate import aggregate
 
     aggregate(config, Path(config.output_dir), args.results)
     seeds = f"{len(config.seeds)} seed" + ("s" if len(config.seeds) > 1 else "")
@@ -255,9 +255,9 @@ def _verdict(args: argparse.Namespace) -> int:
     check_headers(config)
     from seedvar.data.io import read_table
     from seedvar.data.sets import load_evaluation_sets
-    from seedvar.study.aggregate import verdict_record, write_json
-    from seedvar.study.evidence import from_rates
-    from seedvar.study.verdict import verdict
+    from seedvar.results.aggregate import verdict_record, write_json
+    from seedvar.results.evidence import from_rates
+    from seedvar.stats.verdict import verdict
 
     if not args.table.is_file():
         raise ConfigError(f"{args.table}: no such file; give a CSV table, one row per run")
@@ -272,7 +272,7 @@ def _verdict(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     config = _config(args)
-    from seedvar.study.report import report_study
+    from seedvar.report.study import report_study
     from seedvar.tracking import runs_table_url, ui_command
 
     written, run_id = report_study(config, args.results, args.output)

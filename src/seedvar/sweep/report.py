@@ -16,10 +16,10 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from seedvar.config import Config  # noqa: E402
 from seedvar.declared import headline_mean_column, primary_column  # noqa: E402
+from seedvar.results.aggregate import prediction_shares  # noqa: E402
+from seedvar.results.evidence import from_predictions  # noqa: E402
 from seedvar.seeds.finished import FinishedSeed  # noqa: E402
-from seedvar.study.aggregate import prediction_shares  # noqa: E402
-from seedvar.study.evidence import from_predictions  # noqa: E402
-from seedvar.study.verdict import Noise, SweepVerdict, sweep_verdict  # noqa: E402
+from seedvar.stats.verdict import Noise, SweepVerdict, sweep_verdict  # noqa: E402
 from seedvar.sweep.trial import MLFLOW_RUN_ATTR, OUTPUT_DIR_ATTR, SEEDS_ATTR  # noqa: E402
 
 

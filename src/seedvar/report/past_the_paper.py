@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from seedvar.study.components import ALPHA, holm
-from seedvar.study.further import JOINT, OURS
+from seedvar.results.past_the_paper import JOINT, OURS
+from seedvar.stats.components import ALPHA, holm
 
 CAPTIONS = {
     "best_of_n": (

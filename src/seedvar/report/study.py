@@ -22,10 +22,10 @@ from seedvar.config import Config  # noqa: E402
 from seedvar.data.io import read_table  # noqa: E402
 from seedvar.declared import design_columns, primary_column, primary_set  # noqa: E402
 from seedvar.metrics import other_labels_column  # noqa: E402
-from seedvar.study.aggregate import as_trained, diagnostic_masks, flat_headline  # noqa: E402
-from seedvar.study.analysis import LEAD_RATIO  # noqa: E402
-from seedvar.study.further_report import CAPTIONS as FURTHER  # noqa: E402
-from seedvar.study.further_report import further_figures, further_text  # noqa: E402
+from seedvar.report.past_the_paper import CAPTIONS as FURTHER  # noqa: E402
+from seedvar.report.past_the_paper import further_figures, further_text  # noqa: E402
+from seedvar.results.aggregate import as_trained, diagnostic_masks, flat_headline  # noqa: E402
+from seedvar.stats.analysis import LEAD_RATIO  # noqa: E402
 from seedvar.tracking import provenance  # noqa: E402
 
 OURS, PAPER = "tab:blue", "tab:gray"

@@ -32,14 +32,14 @@ from seedvar.metrics import (
     other_labels_column,
 )
 from seedvar.seeds.finished import FinishedSeed
-from seedvar.study.noise import (
+from seedvar.stats.noise import (
     ColumnNoise,
     Scored,
     binomial_noise,
     paired_auc_noise,
     paired_noise,
 )
-from seedvar.study.verdict import Design, Measure, Noise
+from seedvar.stats.verdict import Design, Measure, Noise
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import pandas as pd
 from seedvar.config import Config
 from seedvar.declared import primary_column
 from seedvar.seeds.finished import FinishedSeed
-from seedvar.study.best_of_n import best_of_n_table
-from seedvar.study.components import compare_sources, components
-from seedvar.study.verdict import seed_variance
+from seedvar.stats.best_of_n import best_of_n_table
+from seedvar.stats.components import compare_sources, components
+from seedvar.stats.verdict import seed_variance
 
 JOINT = "seed (init and data order together)"
 OURS = "ours"

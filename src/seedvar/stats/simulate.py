@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from seedvar.metrics import accuracy_of_counts, bias_free_accuracy
-from seedvar.study.evidence import as_noise
-from seedvar.study.noise import Scored, paired_auc_noise, paired_noise
-from seedvar.study.verdict import Design, Noise
+from seedvar.results.evidence import as_noise
+from seedvar.stats.noise import Scored, paired_auc_noise, paired_noise
+from seedvar.stats.verdict import Design, Noise
 
 REFERENCE, TESTED = "reference", "tested (label 1)"
 BIAS_FREE, EQUAL_VARIANCE = f"{TESTED} [AUC]", f"{TESTED} [bias-free]"

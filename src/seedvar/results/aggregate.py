@@ -18,8 +18,10 @@ from seedvar.data.io import read_table
 from seedvar.declared import in_distribution_name, primary_column, shown_columns
 from seedvar.errors import SeedvarError
 from seedvar.metrics import MAJORITY_SHARE, Column, diagnostic_columns, majority_share_column
+from seedvar.results.evidence import Evidence, answers, from_predictions
+from seedvar.results.past_the_paper import Noise, write_further
 from seedvar.seeds.finished import FinishedSeed
-from seedvar.study.analysis import (
+from seedvar.stats.analysis import (
     Subgroup,
     agreement,
     compare_spread,
@@ -28,9 +30,7 @@ from seedvar.study.analysis import (
     multibootstrap,
     nested_subgroups,
 )
-from seedvar.study.evidence import Evidence, answers, from_predictions
-from seedvar.study.further import Noise, write_further
-from seedvar.study.verdict import (
+from seedvar.stats.verdict import (
     Correlation,
     Prediction,
     Verdict,

@@ -1,0 +1,1 @@
+"""Pure statistics of a seeds table: variance bounds, noise, the verdict's rules."""
