@@ -242,6 +242,11 @@ def test_held_out_groups_of_the_augmentation_are_never_drawn():
         ),
         30,
     )
+    assert config.recipe()["task.augmentation.held_out"] == {
+        "heuristic": ["subsequence", "constituent"],
+        "subcase": ["ln_subject/object_swap"],
+    }  # in the recipe when set; a recipe of before it (none held out) keeps its hash
+    assert "task.augmentation.held_out" not in load_config(None, profile="smoke").recipe()
     misspelt = load_config(
         None,
         ["data.augment_examples=10", "task.augmentation.held_out={heuristic: [constituant]}"],

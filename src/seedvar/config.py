@@ -380,9 +380,9 @@ def _recipe_of(section: BaseModel, per_seed: bool, prefix: str = "") -> dict[str
     recipe: dict[str, Any] = {}
     for name, field in type(section).model_fields.items():
         place = (field.json_schema_extra or {}).get("recipe")  # type: ignore[union-attr]
-        if place == "no" or (place == "seed" and not per_seed):
-            continue
         value = getattr(section, name)
+        if place == "no" or (place == "seed" and not per_seed) or _unset(place, value):
+            continue
         if isinstance(value, BaseModel):
             recipe.update(_recipe_of(value, per_seed, f"{prefix}{name}."))
         elif isinstance(value, dict):  # named declarations: diagnostics, evaluation sets
@@ -404,9 +404,14 @@ def _plain(value: Any) -> Any:
     outside = {
         name
         for name, where in place.items()
-        if where == "no" or (where == "if set" and getattr(value, name) is None)
+        if where == "no" or _unset(where, getattr(value, name))
     }
     return value.model_dump(exclude=outside)
+
+
+def _unset(place: str | None, value: Any) -> bool:
+    """Whether a setting in the recipe only when set (a recipe of before it) is unset."""
+    return place == "if set" and value in (None, {})
 
 
 def short_hash(tree: dict[str, Any]) -> str:

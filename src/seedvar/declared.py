@@ -53,7 +53,7 @@ class Augmentation(Section):
     disjoint_from: str | None = None  # a diagnostic set that must not share a pair with it
     # groups never drawn (a column -> its values, e.g. {heuristic: [constituent]}): what a
     # study of how far the shown rule carries evaluates on
-    held_out: dict[str, list[str]] = {}
+    held_out: dict[str, list[str]] = Field({}, json_schema_extra={"recipe": "if set"})
 
 
 class Task(Section):
