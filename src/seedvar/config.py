@@ -409,7 +409,7 @@ def _plain(value: Any) -> Any:
     return value.model_dump(exclude=outside)
 
 
-def _unset(place: str | None, value: Any) -> bool:
+def _unset(place: object, value: Any) -> bool:
     """Whether a setting in the recipe only when set (a recipe of before it) is unset."""
     return place == "if set" and value in (None, {})
 
