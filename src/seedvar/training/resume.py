@@ -69,7 +69,7 @@ class ResumeCheckpoint(L.Callback):
         # not parents=True: a work folder taken over by another attempt must not come back
         self.path.parent.mkdir(exist_ok=True)
         partial = temporary(self.path)
-        trainer.save_checkpoint(partial)
+        trainer.save_checkpoint(partial, weights_only=False)  # the whole state: resumable
         os.replace(partial, self.path)
         self.last_saved = time.monotonic()
         cost = (self.last_saved - started, self.path.stat().st_size)
