@@ -188,42 +188,31 @@ def _prepare(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     study = _config(args)
-    # with_seed: in a factorial design, the job's pair of seeds
-    config = study if args.seed is None else study.with_seed(args.seed)
+    seed = study.train.seed if args.seed is None else args.seed
+    config = study.with_seed(seed)  # in a factorial design, the job's pair of seeds
     preflight(config, data=args.prepared is None)
-    from seedvar.project import prepared_data, work_dir_of
-    from seedvar.scale.launch import end_orphaned
-    from seedvar.scale.lease import DRIVER_TAG, driver_id, lease
-    from seedvar.seeds.adopt import adopt
-    from seedvar.seeds.job import SeedJob
-    from seedvar.tracking import check_reachable
+    from seedvar.scale.launch import launch
+    from seedvar.seeds.finished import FinishedSeed
+    from seedvar.seeds.job import IfFinished
 
-    job = SeedJob.of(config, data=prepared_data(args.prepared))
-    command = f"seedvar train --seed {config.train.seed}"
-    job.check_writable()  # before the lease, which writes beside the seeds' work
-    with lease(work_dir_of(Path(config.output_dir)), config.study_hash(), command):
-        entry = job.stored(config) or adopt(job, config)
-        if args.reuse and entry is not None:  # kept as it is, found without loading torch
-            job.show(entry)
-            print(f"seed {config.train.seed} finished before: {job.folder}")
-            _print_summary(config, job.finished.metrics() or {})
-            return 0
-        from seedvar.seeds.seed import IfFinished, run_seed
-
-        stop_with_starters()
-        if_finished: IfFinished = "replace" if args.force else "reuse" if args.reuse else "refuse"
-        try:
-            check_reachable(config)  # before any work, and before asking the store anything
-            end_orphaned(config)
-            tags = {DRIVER_TAG: driver_id()}
-            result = run_seed(config, if_finished, prepared=args.prepared, run_tags=tags)
-        except KeyboardInterrupt:
-            return _interrupted()
-    print(
-        f"seed {config.train.seed} finished in {result.wall_seconds:.0f} s: "
-        f"{result.seed_dir} (MLflow run {result.run_id})"
-    )
-    _print_summary(config, result.metrics)
+    stop_with_starters()
+    if_finished: IfFinished = "replace" if args.force else "reuse" if args.reuse else "refuse"
+    command = f"seedvar train --seed {seed}"
+    try:
+        report = launch(study, args.prepared, _echo, command, [seed], "here", if_finished)
+    except KeyboardInterrupt:
+        return _interrupted()
+    for result in report.failed.values():
+        raise SeedvarError(result.error or "the seed failed")
+    finished = FinishedSeed(Path(config.output_dir), seed)
+    if report.already:
+        print(f"seed {seed} finished before: {finished.folder}")
+    else:
+        print(
+            f"seed {seed} finished in {report.seconds:.0f} s: {finished.folder} "
+            f"(MLflow run {finished.run_id()})"
+        )
+    _print_summary(config, finished.metrics() or {})
     return 0
 
 
@@ -242,9 +231,9 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _aggregate(args: argparse.Namespace) -> int:
     config = _config(args)
     require_tracked(config)  # its reference
-    from seedvar.results.aggregate import aggregate
+    from seedvar.report.wording import write_results
 
-    aggregate(config, Path(config.output_dir), args.results)
+    write_results(config, Path(config.output_dir), args.results)
     seeds = f"{len(config.seeds)} seed" + ("s" if len(config.seeds) > 1 else "")
     print(f"{seeds} aggregated into {args.results}")
     return 0
@@ -255,7 +244,8 @@ def _verdict(args: argparse.Namespace) -> int:
     check_headers(config)
     from seedvar.data.io import read_table
     from seedvar.data.sets import load_evaluation_sets
-    from seedvar.results.aggregate import verdict_record, write_json
+    from seedvar.report.wording import reason_text, verdict_record
+    from seedvar.results.aggregate import write_json
     from seedvar.results.evidence import from_rates
     from seedvar.stats.verdict import verdict
 
@@ -266,7 +256,7 @@ def _verdict(args: argparse.Namespace) -> int:
     decision = verdict(evidence.table, evidence.noise, evidence.design)
     if args.json:
         write_json(args.json, verdict_record(decision, evidence))
-    print(f"{len(table)} runs of {args.table}: {decision.text}")
+    print(f"{len(table)} runs of {args.table}: {reason_text(decision.reason)}")
     return 0
 
 
@@ -345,6 +335,8 @@ def _launch(args: argparse.Namespace) -> int:
         return _interrupted()
     if args.report:
         args.report.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
+    if len(report.already) == len(config.seeds):
+        print(f"all {len(config.seeds)} seeds are finished in {config.output_dir}: nothing to do")
     done = len(report.finished) + len(report.already)
     summary = f"{done} of {len(config.seeds)} seeds finished in {config.output_dir}"
     if report.seconds:

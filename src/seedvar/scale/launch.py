@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from seedvar import tracking
 from seedvar.config import Config
@@ -36,11 +36,12 @@ from seedvar.scale.lease import DRIVER_TAG, driver_gone, driver_id, lease
 from seedvar.scale.protocol import Cause, SeedTask, Status, TaskKey, TaskResult
 from seedvar.scale.scheduler import InProcess, Scheduler
 from seedvar.seeds.adopt import adopt
-from seedvar.seeds.job import SeedJob
+from seedvar.seeds.job import IfFinished, SeedJob
 from seedvar.training.device import on_this_machine
 
 POLL_SECONDS = 1.0
 STATUS_SECONDS = 30.0
+Where = Literal["here", "auto"]  # where seeds train: in this process, or as the machine holds
 
 
 @dataclass
@@ -102,39 +103,43 @@ def launch(
     prepared: Path | None = None,
     echo: Callable[[str], None] = print,
     command: str = "seedvar launch",
+    seeds: list[int] | None = None,
+    where: Where = "auto",
+    if_finished: IfFinished = "reuse",
 ) -> LaunchReport:
-    """Train every seed of `config.seeds` that has not finished with this recipe and publish
-    every seed into output_dir; `command`: what the user ran (for a second driver's message).
-    Seeds finished with another recipe stay kept (and come back when that recipe does)."""
+    """Train every seed of `seeds` (default: `config.seeds`) that has not finished with this
+    recipe and publish every seed into output_dir; `command`: what the user ran (for a second
+    driver's message). `if_finished`, for a seed finished with this recipe: "reuse" (publish it),
+    "refuse" (OutputExistsError), "replace" (train it again). Seeds finished with another recipe
+    stay kept (and come back when that recipe does)."""
     started = time.monotonic()
-    if config.ray.address is not None:
+    seeds = config.seeds if seeds is None else seeds
+    if config.ray.address is not None and where != "here":
         import_ray()  # one line before any work where the cluster cannot be used
     report = LaunchReport()
     config = task_config(config)
     store = work_dir_of(Path(config.output_dir)).resolve()
     record = store / f"ray-{config.study_hash()}.json"  # the local Ray of a killed driver
-    SeedJob(Path(config.output_dir), config.seeds[0], store=store).check_writable()
+    SeedJob(Path(config.output_dir), seeds[0], store=store).check_writable()
     data = prepared_data(prepared)  # the sets' fingerprints: a seed on other data is another
     with lease(store, config.study_hash(), command):
         end_recorded(record)
-        for seed in config.seeds:
+        for seed in seeds:
             job = SeedJob(Path(config.output_dir), seed, store=store, data=data)
             entry = job.stored(config.with_seed(seed)) or adopt(job, config.with_seed(seed))
-            if entry is not None:
+            if entry is not None and if_finished != "replace":
+                job.refuse_finished(config.with_seed(seed), force=if_finished == "reuse")
                 job.show(entry)
                 report.already.append(seed)
-        todo = [seed for seed in config.seeds if seed not in report.already]
+        todo = [seed for seed in seeds if seed not in report.already]
         if not todo:
-            echo(
-                f"all {len(config.seeds)} seeds are finished in {config.output_dir}: nothing to do"
-            )
             return report
         tracking.check_reachable(config)
-        with _executor(config, len(todo), record, echo) as (scheduler, at_once, config):
+        with _executor(config, where, len(todo), record, echo) as (scheduler, at_once, config):
             study_run = tracking.study_run_id(tracking.open_store(config), config)
             end_orphaned(config)  # runs of drivers that were killed
             echo(
-                f"{len(todo)} of {len(config.seeds)} seeds to train ({len(report.already)} "
+                f"{len(todo)} of {len(seeds)} seeds to train ({len(report.already)} "
                 f"finished before), up to {at_once} at once; outputs in {config.output_dir}, "
                 f"MLflow {tracking.tracking_uri(config.tracking)} (study run {study_run})"
             )
@@ -148,6 +153,7 @@ def launch(
                     prepared=str(prepared) if prepared else None,
                     parent_run_id=study_run,
                     run_tags={DRIVER_TAG: driver_id()},
+                    if_finished=if_finished,
                 )
                 scheduler.submit(task)
             try:
@@ -162,11 +168,15 @@ def launch(
 
 @contextmanager
 def _executor(
-    config: Config, todo: int, record: Path, echo: Callable[[str], None]
+    config: Config, where: Where, todo: int, record: Path, echo: Callable[[str], None]
 ) -> Iterator[tuple[Scheduler | InProcess, int, Config]]:
-    """Ray where it can train two or more seeds at once (or ray.address names a cluster),
-    else this process, one seed after another; with how many seeds run at once, and the
-    config with its "auto" precisions as they resolve where the seeds run."""
+    """This process, one seed after another, where `where` is "here"; else Ray where it can
+    train two or more seeds at once (or ray.address names a cluster), else this process; with
+    how many seeds run at once, and the config with its "auto" precisions as they resolve
+    where the seeds run."""
+    if where == "here":  # torch's own thread count, as in any process of its own
+        yield InProcess(config.ray, None, echo), 1, on_this_machine(config)
+        return
     local = config.ray.address is None
     machine = this_machine()
     resources = seed_resources(config, machine) if local else None

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from seedvar.config import Config
+from seedvar.seeds.job import IfFinished
 
 
 class Status(StrEnum):
@@ -57,7 +58,8 @@ class TrialLink:
 class SeedTask:
     """One seed for a task to run: the same `run_seed` as `seedvar train`, its work kept in
     `store` (an absolute path, as the driver sees it). `submission` counts the driver's
-    submissions of this seed (1 for the first); `threads` is set by the scheduler."""
+    submissions of this seed (1 for the first); `threads` (torch's; None: its own) is set by
+    the scheduler."""
 
     key: TaskKey
     config: Config
@@ -67,8 +69,9 @@ class SeedTask:
     parent_run_id: str | None = None
     run_tags: dict[str, str] = field(default_factory=dict)
     trial: TrialLink | None = None
+    if_finished: IfFinished = "reuse"
     submission: int = 1
-    threads: int = 1
+    threads: int | None = 1
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,9 @@ class InProcess:
     """The scheduler's interface over the driver's own process: one seed after another, each
     retried after a passing error."""
 
-    def __init__(self, settings: RayConfig, threads: int, echo: Callable[[str], None]) -> None:
+    def __init__(
+        self, settings: RayConfig, threads: int | None, echo: Callable[[str], None]
+    ) -> None:
         self.settings, self.threads, self.echo = settings, threads, echo
         self.running: dict[TaskKey, SeedTask] = {}
         self.retried: dict[TaskKey, list[Cause]] = {}

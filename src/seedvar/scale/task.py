@@ -44,14 +44,15 @@ def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> TaskRe
 
     try:
         _enter(task.project_dir, node)
-        torch.set_num_threads(task.threads)
+        if task.threads:
+            torch.set_num_threads(task.threads)
         callbacks: list[L.Callback] = []
         if task.trial is not None:
             callbacks += trial_callbacks(config, task.trial.number, task.trial.reports)
         with progress.reporting(job.work_dir / PROGRESS, job.attempt_id, task.submission):
             result = run_seed(
                 config,
-                "reuse",
+                task.if_finished,
                 prepared=Path(task.prepared) if task.prepared else None,
                 callbacks=callbacks,
                 parent_run_id=task.parent_run_id,

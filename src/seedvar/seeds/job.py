@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
@@ -60,6 +60,7 @@ FULL_DISK_TEXT = ("No space left on device", "file write failed")  # torch and s
 CHECKPOINT = "checkpoints/resume.ckpt"  # a work folder's resumable training checkpoint
 PROGRESS = "progress.json"  # how far the attempt has got (seedvar/progress.py)
 CLAIM_TRIES = 5
+IfFinished = Literal["refuse", "reuse", "replace"]  # what to do with a seed finished before
 
 
 def new_attempt_id() -> str:

@@ -6,7 +6,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import lightning as L
 from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
@@ -21,7 +21,7 @@ from seedvar.pretrained import load_tokenizer, load_trained
 from seedvar.project import prepared_data
 from seedvar.seeds.evaluate import evaluate_sets
 from seedvar.seeds.finished import COLUMNS, CONFIG, METRICS, TRAJECTORY
-from seedvar.seeds.job import AlreadyPublished, Resumable, SeedJob
+from seedvar.seeds.job import AlreadyPublished, IfFinished, Resumable, SeedJob
 from seedvar.seeds.trajectory import Trajectory, probes
 from seedvar.tracking.logger import RunLogger
 from seedvar.training.device import (
@@ -60,9 +60,6 @@ class Fence(L.Callback):
         if time.monotonic() - self.checked >= FENCE_SECONDS:
             self.job.check_held()
             self.checked = time.monotonic()
-
-
-IfFinished = Literal["refuse", "reuse", "replace"]
 
 
 @dataclass(frozen=True)
