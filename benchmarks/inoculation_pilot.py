@@ -39,6 +39,7 @@ CANDIDATES = {  # name -> its settings over the profile
     "lexical-100": ["data.augment_examples=100", LEXICAL_ONLY],
     "lexical-300": ["data.augment_examples=300", LEXICAL_ONLY],
     "lexical-1000": ["data.augment_examples=1000", LEXICAL_ONLY],
+    "lexical-3000": ["data.augment_examples=3000", LEXICAL_ONLY],
     "lexical+subsequence-300": [
         "data.augment_examples=300",
         "task.augmentation.held_out={heuristic: [constituent]}",
