@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 
 from seedvar.config import load_config
 from seedvar.project import work_dir_of
-from seedvar.scale.lease import lease
+from seedvar.scale.launch import lease
 from tests.conftest import QUICK, STUDY, run_command, seed_runs
 
 SETTINGS = [

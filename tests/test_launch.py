@@ -19,8 +19,7 @@ from seedvar.config import load_config
 from seedvar.progress import Progress
 from seedvar.scale import launch as launching
 from seedvar.scale.cluster import SeedResources
-from seedvar.scale.protocol import Cause, SeedTask, TaskKey
-from seedvar.scale.scheduler import InProcess, Scheduler
+from seedvar.scale.scheduler import Cause, InProcess, Scheduler, SeedTask, TaskKey
 from seedvar.seeds import seed as seed_module
 from tests.conftest import seed_runs
 

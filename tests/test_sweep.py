@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 
 from seedvar.config import load_config
 from seedvar.sweep.report import write_sweep_outputs
-from seedvar.sweep.study import run_sweep
+from seedvar.sweep.trial import run_sweep
 from tests.conftest import QUICK, STUDY, run_command
 
 pytestmark = pytest.mark.slow

@@ -281,15 +281,10 @@ def _sweep(args: argparse.Namespace) -> int:
     config = _config(args, *([f"sweep.n_trials={args.trials}"] if args.trials else []))
     preflight(config)
     from seedvar.sweep.report import write_sweep_outputs
-    from seedvar.sweep.study import run_sweep
+    from seedvar.sweep.trial import run_sweep
 
     try:
-        if args.ray:
-            from seedvar.scale.ray_sweep import run_sweep_on_ray
-
-            study = run_sweep_on_ray(config, echo=_echo)
-        else:
-            study = run_sweep(config)
+        study = run_sweep(config, ray=args.ray, echo=_echo)
     except KeyboardInterrupt:  # the trial is failed (Optuna retries it), its runs KILLED
         print("seedvar: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
@@ -304,7 +299,7 @@ def _sweep(args: argparse.Namespace) -> int:
 def _adopt(args: argparse.Namespace) -> int:
     config = _config(args)
     from seedvar.project import prepared_data, work_dir_of
-    from seedvar.scale.lease import lease
+    from seedvar.scale.launch import lease
     from seedvar.seeds.adopt import adopt_folder
 
     data = prepared_data(args.prepared)

@@ -1,9 +1,5 @@
-"""Ray itself: connecting to a cluster (or starting Ray here), what it holds, and the
-resources of one seed.
-
-Ray is an optional extra (`pip install -e '.[ray]'`): it is imported here, and only when a
-command that needs it runs, so the base install works without it.
-"""
+"""Ray (an optional extra, imported only where needed): connecting to a cluster or starting Ray
+here, what it holds, and what one seed asks of it."""
 
 from __future__ import annotations
 
@@ -14,21 +10,21 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from seedvar.config import Config, RayConfig
 from seedvar.errors import ConfigError, RayUnavailableError, first_line
 from seedvar.processes import keep_recording
-from seedvar.training.device import on_this_machine, usable_gpus
+from seedvar.training.device import usable_gpus
 
 INSTALL = "pip install -e '.[ray]'"
-# Seeds that share one GPU by default (assumed, not yet measured on a GPU: benchmarks/gpu.py
-# measures seeds per GPU-hour at 1, 2, 4 and 8 seeds sharing one), and the GPU memory one
-# BERT-base seed at batch 32 is given (weights, AdamW state, activations and the allocator's cache)
-SEEDS_PER_GPU = 4
+# Seeds that share one GPU at most by default (assumed, not yet measured on a GPU: benchmarks/
+# gpu.py measures seeds per GPU-hour at 1, 2, 4 and 8), and the GPU memory one BERT-base seed at
+# batch 32 is given (weights, AdamW state, activations and the allocator's cache)
+SEEDS_PER_GPU, SEED_GPU_GIB = 4, 10.0
 START_TRIES = 3  # starts of a local Ray (see `_init`)
-SEED_GPU_GIB = 10.0
 
 
 def import_ray() -> Any:
@@ -44,9 +40,9 @@ def import_ray() -> Any:
 
 @dataclass(frozen=True)
 class ClusterInfo:
-    """What the command connected to: alive nodes and their resources."""
+    """Alive nodes and their resources (`address` None: a local Ray started here)."""
 
-    address: str | None  # None: a local Ray started by this command
+    address: str | None
     nodes: list[dict[str, float]]  # per alive node: {"CPU": ..., "GPU": ...}
     dashboard_url: str | None
 
@@ -60,19 +56,18 @@ class ClusterInfo:
 
     @property
     def one_gpu_per_node(self) -> bool:
-        """Whether no node has more than one GPU: there a worker process that trained a seed can
-        train the next (Ray pins a process's CUDA to the GPU of its first task)."""
+        """Whether a worker can train seed after seed (CUDA keeps its first task's GPU)."""
         return all(node.get("GPU", 0.0) <= 1 for node in self.nodes)
 
     def slots(self, resources: SeedResources) -> int:
-        """How many seeds the cluster runs at once with these resources per seed."""
+        """How many seeds the cluster runs at once."""
         return sum(resources.fit(node) for node in self.nodes)
 
     def describe(self) -> str:
         where = f"the Ray cluster at {self.address}" if self.address else "a local Ray"
         dashboard = f"; dashboard {self.dashboard_url}" if self.dashboard_url else ""
-        resources = f"{len(self.nodes)} node(s), {self.cpus:g} CPUs, {self.gpus:g} GPUs"
-        return f"{where}: {resources}{dashboard}"
+        size = f"{len(self.nodes)} node(s), {self.cpus:g} CPUs, {self.gpus:g} GPUs"
+        return f"{where}: {size}{dashboard}"
 
 
 @dataclass(frozen=True)
@@ -88,20 +83,18 @@ class SeedResources:
 
     def fit(self, node: dict[str, float]) -> int:
         """How many seeds fit on one node at once."""
-        counts = [math.floor(node.get("CPU", 0.0) / self.cpus + 1e-9)]
-        if self.gpus:
-            counts.append(math.floor(node.get("GPU", 0.0) / self.gpus + 1e-9))
-        return max(0, min(counts))
+        asked = {"CPU": self.cpus, "GPU": self.gpus}
+        return min(math.floor(node.get(k, 0.0) / n + 1e-9) for k, n in asked.items() if n)
 
     def describe(self) -> str:
         return f"{self.cpus:g} CPU and {self.gpus:g} GPU per seed"
 
 
 def this_machine() -> ClusterInfo:
-    """This machine as a local Ray sees it (the CPUs this process may use, the GPUs torch can
-    use), without starting Ray."""
-    cpus = float(len(os.sched_getaffinity(0)))
-    return ClusterInfo(None, [{"CPU": cpus, "GPU": float(usable_gpus())}], None)
+    """This machine as a local Ray would see it (the CPUs this process may use, the GPUs torch
+    can use), without starting Ray."""
+    node = {"CPU": float(len(os.sched_getaffinity(0))), "GPU": float(usable_gpus())}
+    return ClusterInfo(None, [node], None)
 
 
 def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
@@ -134,9 +127,8 @@ def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
 
 
 def seeds_per_gpu(cluster: ClusterInfo) -> int:
-    """How many seeds share a GPU under `gpus_per_seed: auto`: as many as its memory holds at
-    SEED_GPU_GIB each, at most SEEDS_PER_GPU, on this machine's GPUs; one on a cluster, whose
-    GPUs the driver cannot see (set ray.gpus_per_seed there)."""
+    """Seeds that share a GPU under `gpus_per_seed: auto`: as many as this machine's GPU memory
+    holds, at most SEEDS_PER_GPU; one on a cluster, whose GPUs the driver cannot see."""
     if cluster.address is not None:
         return 1
     import torch
@@ -145,44 +137,35 @@ def seeds_per_gpu(cluster: ClusterInfo) -> int:
     return max(1, min(SEEDS_PER_GPU, math.floor(gib / SEED_GPU_GIB)))
 
 
-def chosen_where_seeds_run(ray: Any, config: Config, resources: SeedResources) -> Config:
-    """The config with its "auto" precisions made concrete by a task where seeds run (the
-    driver's machine may have no GPU, or another CPU)."""
-    probe = ray.remote(num_cpus=resources.cpus, num_gpus=resources.gpus)(on_this_machine)
-    return ray.get(probe.remote(config))
-
-
 def _init(ray: Any, address: str | None, options: dict[str, Any]) -> Any:
     """`ray.init`; a local Ray that timed out during startup (its raylet has 30 s to register,
     which a loaded machine of 2 cores can miss) is started again, up to START_TRIES times."""
-    attempt = 1
-    while True:
+    start = partial(ray.init, address=address, logging_level=logging.WARNING, **options)
+    for _ in range(START_TRIES - 1):
         try:
-            return ray.init(address=address, logging_level=logging.WARNING, **options)
+            return start()
         except Exception as error:
-            if address != "local" or "during startup" not in str(error) or attempt == START_TRIES:
+            if address != "local" or "during startup" not in str(error):
                 raise
             ray.shutdown()
-            attempt += 1
+    return start()
 
 
 @contextmanager
 def ray_session(settings: RayConfig, record: Path | None = None) -> Iterator[ClusterInfo]:
-    """Connect to the cluster at `ray.address` ("auto", "host:port", "ray://host:port") or at
-    RAY_ADDRESS, or with neither start a Ray of its own on this machine (every CPU and GPU),
-    even where another Ray runs there (`ray.init()` alone would join that one); shut down on
-    exit what was started here. `record`: where a local Ray's processes are listed while it
-    runs, so that the next driver ends those a killed one left (`end_recorded`: Ray's agents
-    outlive a SIGKILLed driver by a minute or more)."""
+    """Connect to the cluster at `ray.address` or RAY_ADDRESS, or with neither start a Ray of
+    this machine's own, even where another Ray runs here (`ray.init()` alone would join it); shut
+    down on exit what was started here. `record`: where a local Ray's processes are listed while
+    it runs, for the next driver to end those a killed one left (`end_recorded`)."""
     ray = import_ray()
     started_here = not ray.is_initialized()
     recording = threading.Event()
+    dashboard = None
     if started_here:
         local = settings.address is None and "RAY_ADDRESS" not in os.environ
-        # Ray runs its workers at nice 15; the seeds are this Ray's main job, and at nice 15
-        # they yield to any other work on the machine (measured: a task's imports took 264 s
-        # instead of 30 s beside another job on 2 cores). Its GPUs are those torch can use: Ray
-        # alone counts what the driver lists, also where torch's CUDA cannot run on it
+        # Ray runs its workers at nice 15, where they yield to any other work (measured: a
+        # task's imports took 264 s instead of 30 s beside another job on 2 cores); its GPUs are
+        # those torch can use (Ray counts what the driver lists, usable or not)
         here = {"_system_config": {"worker_niceness": 0}, "num_gpus": usable_gpus()}
         # Ray's note at every start that it secures a local Ray with a token (its default)
         logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
@@ -202,16 +185,13 @@ def ray_session(settings: RayConfig, record: Path | None = None) -> Iterator[Clu
                 f"({first_line(error)}); start it (`ray start --head` on the head node) or "
                 "leave ray.address empty to start Ray on this machine"
             ) from None
-        dashboard = getattr(context, "dashboard_url", None) or None
+        dashboard = getattr(context, "dashboard_url", None)
         if local and record is not None:
             keep_recording(record, recording)
-    else:
-        dashboard = None
     try:
         nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
-        dashboard_url = f"http://{dashboard}" if dashboard else None
         address = settings.address or os.environ.get("RAY_ADDRESS")  # ray.init's fallback
-        yield ClusterInfo(address, nodes, dashboard_url)
+        yield ClusterInfo(address, nodes, f"http://{dashboard}" if dashboard else None)
     finally:
         if started_here:
             ray.shutdown()

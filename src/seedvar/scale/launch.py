@@ -1,72 +1,189 @@
-"""`seedvar launch`: the study's driver. It holds the study's lease, trains every seed that has
-not finished with this recipe, as many at once as the machine (or the Ray cluster at
-`ray.address`) holds, shows progress as it goes, publishes each finished seed into output_dir
-and lists what failed at the end. It is what `dvc repro` runs (the `train` stage).
-
-Seeds run as Ray tasks (the same `run_seed` as `seedvar train`, with `--reuse`) on a local Ray
-or a cluster, or one after another in this process where Ray is not installed or the machine
-holds one seed at a time. Each writes to output_dir and its work folder (shared storage on a
-cluster) and logs to the tracking store, its run a child of the study's run.
-"""
+"""The driver: what every command that trains a study's seeds does (`seedvar launch`, what
+`dvc repro` runs, and `seedvar train`, one seed; `seedvar sweep` through sweep/trial.py), and the
+launch itself. A driver holds the study's lease: a file lock beside the seeds' work (outside
+DVC's outputs), which the OS drops when the driver dies, so that a second driver stops at once
+with one line naming the first. It ends KILLED the seed runs that killed drivers left RUNNING,
+runs its seeds on a backend (this process, or Ray: a cluster or a local Ray), shows progress,
+publishes each finished seed into output_dir and lists what failed."""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from filelock import FileLock, Timeout
+
 from seedvar import tracking
 from seedvar.config import Config
 from seedvar.declared import primary_column
-from seedvar.errors import RayUnavailableError
-from seedvar.processes import end_recorded
+from seedvar.errors import RayUnavailableError, SeedvarError
+from seedvar.files import write_atomically
+from seedvar.processes import end_recorded, started_at
 from seedvar.project import prepared_data, work_dir_of
-from seedvar.scale.cluster import (
-    INSTALL,
-    chosen_where_seeds_run,
-    import_ray,
-    ray_session,
-    seed_resources,
-    this_machine,
-)
-from seedvar.scale.lease import DRIVER_TAG, driver_gone, driver_id, lease
-from seedvar.scale.protocol import Cause, SeedTask, Status, TaskKey, TaskResult
-from seedvar.scale.scheduler import InProcess, Scheduler
+from seedvar.scale import scheduler as tasks
+from seedvar.scale.cluster import INSTALL, import_ray, ray_session, seed_resources, this_machine
+from seedvar.scale.scheduler import InProcess, TaskKey
 from seedvar.seeds.adopt import adopt
 from seedvar.seeds.job import IfFinished, SeedJob
-from seedvar.training.device import on_this_machine
 
 POLL_SECONDS = 1.0
 STATUS_SECONDS = 30.0
-Where = Literal["here", "auto"]  # where seeds train: in this process, or as the machine holds
+DRIVER_TAG = "seedvar.driver"  # on every seed run: the driver that runs it (see `driver_id`)
+# where seeds train: in this process; as the machine (or the cluster at ray.address) holds; Ray
+Where = Literal["here", "auto", "ray"]
+
+
+class DriverRunning(SeedvarError):
+    """Another driver works on the same study right now."""
+
+
+def driver_id(pid: int | None = None) -> str:
+    """`host:pid:start` of a process (this one by default): names it beyond its pid's reuse."""
+    pid = pid or os.getpid()
+    return f"{socket.gethostname()}:{pid}:{started_at(pid) or '?'}"
+
+
+def driver_gone(driver: str) -> bool:
+    """Whether the driver `driver` (a `driver_id`) ran on this host and runs no longer."""
+    host, pid, _ = driver.rsplit(":", 2)
+    return host == socket.gethostname() and driver_id(int(pid)) != driver
+
+
+@contextmanager
+def lease(folder: Path, study: str, command: str) -> Iterator[Path]:
+    """Hold the lease of study `study` (its hash) kept in `folder` while the block runs, else
+    DriverRunning; `command`: what the holder runs, for a second driver's message. First it ends
+    what a killed driver's local Ray left running; yields where a local Ray records its own."""
+    folder.mkdir(parents=True, exist_ok=True)
+    holder = folder / f"driver-{study}.json"
+    try:
+        locked = FileLock(folder / f"driver-{study}.lock", blocking=False).acquire()
+    except Timeout:
+        raise DriverRunning(_held_by(holder)) from None
+    with locked:
+        who = {"host": socket.gethostname(), "pid": os.getpid(), "command": command}
+        write_atomically(holder, json.dumps({**who, "since": time.strftime("%Y-%m-%d %H:%M:%S")}))
+        record = folder / f"ray-{study}.json"
+        end_recorded(record)
+        try:
+            yield record
+        finally:
+            holder.unlink(missing_ok=True)
+
+
+def _held_by(holder: Path) -> str:
+    try:
+        found = json.loads(holder.read_text())
+        who = (
+            f"`{found['command']}` (pid {found['pid']} on {found['host']}, since {found['since']})"
+        )
+    except (OSError, ValueError, KeyError):
+        who = f"another process (it holds {holder.with_suffix('.lock')})"
+    return (
+        f"this study is being trained by {who}; wait for it to finish, or stop it, "
+        "then run this command again"
+    )
+
+
+def task_config(config: Config) -> Config:
+    """The config for the seeds: the driver's tracking store, resolved here (a task's
+    environment is its node's, and a relative SQLite path would resolve against its folder)."""
+    uri = tracking.tracking_uri(config.tracking)
+    return config.model_copy(update={"tracking": config.tracking.model_copy(update={"uri": uri})})
+
+
+def seed_task(key: TaskKey, config: Config, **more: Any) -> tasks.SeedTask:
+    """A seed of this driver, run in the project folder, its run tagged with the driver."""
+    tags = {DRIVER_TAG: driver_id(), **more.pop("run_tags", {})}
+    store = str(work_dir_of(Path(config.output_dir)).resolve())
+    project = config.ray.project_dir or str(Path.cwd())
+    return tasks.SeedTask(key, config, project, store, run_tags=tags, **more)
+
+
+@contextmanager
+def backend(
+    config: Config, where: Where, seeds: int, record: Path, echo: Callable[[str], None]
+) -> Iterator[InProcess]:
+    """The scheduler of `seeds` seeds: this process, one seed after another, where `where` is
+    "here", or "auto" where the machine holds one seed at a time or Ray is not installed; else
+    Ray (the cluster at ray.address, or a local Ray, its processes listed in `record`)."""
+    tracking.check_reachable(config)
+    with ExitStack() as stack:
+        scheduler = InProcess(config.ray, None, echo)  # "here": torch's own thread count
+        if where == "auto" and config.ray.address is None:
+            machine = this_machine()
+            resources = seed_resources(config, machine)
+            scheduler = InProcess(config.ray, resources.threads, echo)
+            at_once = seeds > 1 and machine.slots(resources) > 1
+            where = "ray" if at_once and _ray_installed(echo) else "here"
+        if where != "here":
+            ray, cluster = import_ray(), stack.enter_context(ray_session(config.ray, record))
+            resources = seed_resources(config, cluster)
+            echo(f"{cluster.describe()}, {resources.describe()}")
+            slots, one_gpu = cluster.slots(resources), cluster.one_gpu_per_node
+            scheduler = tasks.Scheduler(ray, config.ray, resources, echo, one_gpu, slots)
+        end_orphaned(config)
+        try:
+            yield scheduler
+        finally:
+            scheduler.cancel_all()
+            end_orphaned(config, driver_id())  # this driver's cancelled seeds' runs
+
+
+def _ray_installed(echo: Callable[[str], None]) -> bool:
+    try:
+        import_ray()
+    except RayUnavailableError:
+        echo(f"Ray is not installed: seeds train one at a time ({INSTALL} trains them at once)")
+        return False
+    return True
+
+
+def end_orphaned(config: Config, driver: str | None = None) -> None:
+    """End KILLED the seed runs left RUNNING by attempts that no longer run: those of `driver`,
+    else those of every driver on this host that is gone. A seed resumed continues its run."""
+    database = tracking.sqlite_file(tracking.tracking_uri(config.tracking))
+    if database is not None and not database.is_file():
+        return  # a new store (made by the first seed, once it has loaded its model and sets)
+    store = tracking.open_store(config)
+    running = store.client.search_runs(
+        [store.experiment_id],
+        f"tags.`{DRIVER_TAG}` LIKE '%:%' and attributes.status = 'RUNNING'",
+    )
+    for run in running:
+        held_by = run.data.tags[DRIVER_TAG]
+        if held_by == driver or (driver is None and driver_gone(held_by)):
+            tracking.TrackedRun(store.client, run.info.run_id).end(
+                tracking.KILLED, {"seedvar.interrupted": "true"}
+            )
 
 
 @dataclass
 class LaunchReport:
-    """What a launch did, seed by seed (`as_dict`: the same, as `seedvar launch --report`
-    writes it)."""
+    """What a launch did, seed by seed (`as_dict`: as `seedvar launch --report` writes it)."""
 
     finished: list[int] = field(default_factory=list)  # trained (or completed) now
     already: list[int] = field(default_factory=list)  # finished before this launch
-    failed: dict[int, TaskResult] = field(default_factory=dict)
+    failed: dict[int, tasks.TaskResult] = field(default_factory=dict)
     not_run: list[int] = field(default_factory=list)  # stopped after a failure of the study
-    retried: dict[int, list[Cause]] = field(default_factory=dict)
+    retried: dict[int, list[tasks.Cause]] = field(default_factory=dict)
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        failed = {
-            seed: {"error": result.error, "error_type": result.error_type}
-            for seed, result in sorted(self.failed.items())
-        }
+        failed = {s: {"error": r.error, "error_type": r.error_type} for s, r in self.failed.items()}
+        lists = {name: sorted(getattr(self, name)) for name in ("finished", "already", "not_run")}
+        retried = dict(sorted(self.retried.items()))
         return {
-            "finished": sorted(self.finished),
-            "already": sorted(self.already),
-            "failed": failed,
-            "not_run": sorted(self.not_run),
-            "retried": {seed: list(map(str, why)) for seed, why in sorted(self.retried.items())},
+            **lists,
+            "failed": dict(sorted(failed.items())),
+            "retried": retried,
             "seconds": round(self.seconds, 1),
         }
 
@@ -75,8 +192,7 @@ class LaunchReport:
         return not self.failed and not self.not_run
 
     def failure_lines(self) -> list[str]:
-        """One line per failed seed (seeds with the same error share a line), then those not
-        run."""
+        """One line per error (its seeds together), then the seeds not run."""
         by_error: dict[str, list[int]] = {}
         for seed, result in sorted(self.failed.items()):
             by_error.setdefault(result.error or "unknown error", []).append(seed)
@@ -90,14 +206,6 @@ def _seeds(seeds: list[int]) -> str:
     return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
 
 
-def task_config(config: Config) -> Config:
-    """The config the tasks get: the store the driver uses, resolved here (a task's
-    environment is its node's, not the driver's: MLFLOW_TRACKING_URI there may name another
-    store, and a relative SQLite path would resolve against the task's folder)."""
-    uri = tracking.tracking_uri(config.tracking)
-    return config.model_copy(update={"tracking": config.tracking.model_copy(update={"uri": uri})})
-
-
 def launch(
     config: Config,
     prepared: Path | None = None,
@@ -107,11 +215,11 @@ def launch(
     where: Where = "auto",
     if_finished: IfFinished = "reuse",
 ) -> LaunchReport:
-    """Train every seed of `seeds` (default: `config.seeds`) that has not finished with this
-    recipe and publish every seed into output_dir; `command`: what the user ran (for a second
-    driver's message). `if_finished`, for a seed finished with this recipe: "reuse" (publish it),
-    "refuse" (OutputExistsError), "replace" (train it again). Seeds finished with another recipe
-    stay kept (and come back when that recipe does)."""
+    """Train every seed of `seeds` (default: `config.seeds`) not finished with this recipe and
+    publish them all into output_dir; `command`: what the user ran (for a second driver's
+    message). `if_finished`, for a seed finished with this recipe: "reuse" (publish it),
+    "refuse" (OutputExistsError), "replace" (train it again). Seeds finished with another
+    recipe stay kept, and come back when that recipe does."""
     started = time.monotonic()
     seeds = config.seeds if seeds is None else seeds
     if config.ray.address is not None and where != "here":
@@ -119,11 +227,9 @@ def launch(
     report = LaunchReport()
     config = task_config(config)
     store = work_dir_of(Path(config.output_dir)).resolve()
-    record = store / f"ray-{config.study_hash()}.json"  # the local Ray of a killed driver
     SeedJob(Path(config.output_dir), seeds[0], store=store).check_writable()
     data = prepared_data(prepared)  # the sets' fingerprints: a seed on other data is another
-    with lease(store, config.study_hash(), command):
-        end_recorded(record)
+    with lease(store, config.study_hash(), command) as record:
         for seed in seeds:
             job = SeedJob(Path(config.output_dir), seed, store=store, data=data)
             entry = job.stored(config.with_seed(seed)) or adopt(job, config.with_seed(seed))
@@ -134,84 +240,33 @@ def launch(
         todo = [seed for seed in seeds if seed not in report.already]
         if not todo:
             return report
-        tracking.check_reachable(config)
-        with _executor(config, where, len(todo), record, echo) as (scheduler, at_once, config):
-            study_run = tracking.study_run_id(tracking.open_store(config), config)
-            end_orphaned(config)  # runs of drivers that were killed
+        with backend(config, where, len(todo), record, echo) as scheduler:
+            config, study_run = scheduler.resolved(config), None
+            if scheduler.at_once > 1:  # else each seed, one after another, finds or makes it
+                study_run = tracking.study_run_id(tracking.open_store(config), config)
             echo(
-                f"{len(todo)} of {len(seeds)} seeds to train ({len(report.already)} "
-                f"finished before), up to {at_once} at once; outputs in {config.output_dir}, "
-                f"MLflow {tracking.tracking_uri(config.tracking)} (study run {study_run})"
+                f"{len(todo)} of {len(seeds)} seeds to train ({len(report.already)} finished "
+                f"before), up to {scheduler.at_once} at once; outputs in {config.output_dir}, "
+                f"MLflow {config.tracking.uri}" + (f" (study run {study_run})" if study_run else "")
             )
-            project_dir = config.ray.project_dir or str(Path.cwd())
+            more = {"prepared": prepared and str(prepared), "if_finished": if_finished}
             for seed in todo:
-                task = SeedTask(
-                    key=TaskKey(seed),
-                    config=config.with_seed(seed),
-                    project_dir=project_dir,
-                    store=str(store),
-                    prepared=str(prepared) if prepared else None,
-                    parent_run_id=study_run,
-                    run_tags={DRIVER_TAG: driver_id()},
-                    if_finished=if_finished,
+                task = seed_task(
+                    TaskKey(seed), config.with_seed(seed), parent_run_id=study_run, **more
                 )
                 scheduler.submit(task)
-            try:
-                _drive(scheduler, report, todo, primary_column(config.task), echo)
-            finally:
-                scheduler.cancel_all()
-                end_orphaned(config, driver_id())  # this driver's cancelled tasks' runs
+            _drive(scheduler, report, len(todo), primary_column(config.task), echo)
             report.retried = {key.seed: why for key, why in scheduler.retried.items()}
     report.seconds = time.monotonic() - started
     return report
 
 
-@contextmanager
-def _executor(
-    config: Config, where: Where, todo: int, record: Path, echo: Callable[[str], None]
-) -> Iterator[tuple[Scheduler | InProcess, int, Config]]:
-    """This process, one seed after another, where `where` is "here"; else Ray where it can
-    train two or more seeds at once (or ray.address names a cluster), else this process; with
-    how many seeds run at once, and the config with its "auto" precisions as they resolve
-    where the seeds run."""
-    if where == "here":  # torch's own thread count, as in any process of its own
-        yield InProcess(config.ray, None, echo), 1, on_this_machine(config)
-        return
-    local = config.ray.address is None
-    machine = this_machine()
-    resources = seed_resources(config, machine) if local else None
-    threads = resources.threads if resources else 1
-    if resources is not None and (todo < 2 or machine.slots(resources) < 2):
-        yield InProcess(config.ray, threads, echo), 1, on_this_machine(config)
-        return
-    try:
-        ray = import_ray()
-    except RayUnavailableError:
-        if not local:
-            raise
-        echo(f"Ray is not installed: seeds train one at a time ({INSTALL} trains them at once)")
-        yield InProcess(config.ray, threads, echo), 1, on_this_machine(config)
-        return
-    with ray_session(config.ray, record) as cluster:
-        resources = seed_resources(config, cluster)
-        echo(f"{cluster.describe()}, {resources.describe()}")
-        chosen = chosen_where_seeds_run(ray, config, resources)
-        scheduler = Scheduler(ray, config.ray, resources, echo, cluster.one_gpu_per_node)
-        yield scheduler, cluster.slots(resources), chosen
-
-
 def _drive(
-    scheduler: Scheduler | InProcess,
-    report: LaunchReport,
-    todo: list[int],
-    column: str,
-    echo: Callable[[str], None],
+    scheduler: InProcess, report: LaunchReport, total: int, column: str, echo: Callable[[str], None]
 ) -> None:
-    """Collect results until every seed has one (each shown with its `column`); after a
-    failure that would hit every seed (bad data, bad config), cancel the seeds that have not
-    started."""
+    """Collect results until every seed has one (shown with its `column`); after a failure that
+    would hit every seed (bad data, bad config), cancel the seeds that have not started."""
     started = last_status = time.monotonic()
-    stopping = False
     first_steps: dict[tuple[TaskKey, int], int] = {}
     while scheduler.running:
         for result in scheduler.wait(POLL_SECONDS):
@@ -220,39 +275,33 @@ def _drive(
                 report.finished.append(seed)
                 accuracy = (result.metrics or {}).get(column)
                 score = f", {column} {accuracy:.4f}" if accuracy is not None else ""
-                how = "was found finished" if result.status is Status.REUSED else "finished"
+                how = "was found finished" if result.status is tasks.Status.REUSED else "finished"
                 echo(f"seed {seed} {how} in {result.seconds:.0f} s{score}")
                 continue
             report.failed[seed] = result
             echo(f"seed {seed} FAILED: {result.error}")
             if result.detail:
                 echo(result.detail.rstrip())
-            if result.stops_launch and not stopping:
-                stopping = True
-                begun = scheduler.activity()
-                waiting = [key for key in scheduler.running if key not in begun]
-                for key in waiting:
-                    scheduler.cancel(key)
-                    report.not_run.append(key.seed)
+            if result.stops_launch and not report.not_run:
+                waiting = scheduler.cancel_waiting(list(scheduler.running))
+                report.not_run += [key.seed for key in waiting]
                 if waiting:
                     echo(f"stopping: {len(waiting)} seeds that had not started are not run")
         if time.monotonic() - last_status >= STATUS_SECONDS and scheduler.running:
             last_status = time.monotonic()
-            line = _status(scheduler, report, len(todo), last_status - started, first_steps)
-            echo(line)
+            echo(_status(scheduler, report, total, last_status - started, first_steps))
 
 
 def _status(
-    scheduler: Scheduler | InProcess,
+    scheduler: InProcess,
     report: LaunchReport,
     total: int,
     elapsed: float,
     first_steps: dict[tuple[TaskKey, int], int],
 ) -> str:
-    """One line: how many seeds are done, running (with their steps) and waiting, the time
-    so far and an estimate of the time left. The estimate's pace counts only the steps trained
-    since this driver began (`first_steps` keeps each submission's step when first seen): a seed
-    resumed from its checkpoint did the rest before."""
+    """One line: seeds done, running (with their steps) and waiting, the time so far and an
+    estimate of the time left, whose pace counts only the steps trained since this driver began
+    (`first_steps`: each submission's step when first seen; a resumed seed did the rest)."""
     activity = scheduler.activity()
     shown = []
     for key, found in sorted(activity.items(), key=lambda item: item[0].seed)[:4]:
@@ -282,24 +331,3 @@ def _duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
     return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60} min"
-
-
-def end_orphaned(config: Config, driver: str | None = None) -> None:
-    """End KILLED the seed runs left RUNNING by attempts that no longer run: those of
-    `driver` (this driver's cancelled tasks), else those of every driver on this host that
-    is gone (killed with SIGKILL, which leaves no chance to end them). An attempt that
-    resumes such a seed continues its run."""
-    database = tracking.sqlite_file(tracking.tracking_uri(config.tracking))
-    if database is not None and not database.is_file():
-        return  # a new store: nothing to end
-    store = tracking.open_store(config)
-    running = store.client.search_runs(
-        [store.experiment_id],
-        f"tags.`{DRIVER_TAG}` LIKE '%:%' and attributes.status = 'RUNNING'",
-    )
-    for run in running:
-        held_by = run.data.tags[DRIVER_TAG]
-        if held_by == driver or (driver is None and driver_gone(held_by)):
-            tracking.TrackedRun(store.client, run.info.run_id).end(
-                tracking.KILLED, {"seedvar.interrupted": "true"}
-            )

@@ -1,61 +1,253 @@
-"""Sees seed tasks through, so that each seed ends once: finished (or found finished), pruned,
-or failed with its first error line. `Scheduler` runs them as Ray tasks, `InProcess` one after
-another in the driver's own process (no Ray, or a machine that holds one seed at a time).
-
-Retries (at most `ray.max_retries` per seed):
-- lost: the task's worker process or its node died. Ray itself runs the task again (its
-  `max_retries`); the new attempt takes the work over and resumes from the last checkpoint.
-- stalled: no batch trained or predicted for `ray.stall_seconds` (the attempt's progress.json
-  stands still) while its process lives (frozen, paused, blocked in a system call), which Ray
-  would wait for forever: the scheduler force-cancels it (Ray kills the process as soon as it
-  can) and submits it again. Should the stalled attempt wake, it finds its work taken over and
-  stops without touching the seed (seeds/job.py).
-- transient: the attempt failed with an error that passes (a tracking store still locked
-  after the write's own retries, tracking/retry.py): submitted again, and it resumes. A last
-  resort: a locked write is tried again for minutes before its seed is.
-An attempt whose work was taken over (`Superseded`: another process works on the seed, which
-the driver's lease rules out for seedvar's own commands) is reported, not retried.
-
-The progress is read by the driver and timed by the driver's clock alone, so no two machines'
-clocks are compared.
+"""Seed tasks and the schedulers that see them through, each seed ending once. A task is one
+attempt at a seed through `run_seed`; it returns every ending as a TaskResult (it raises only on
+an interrupt). `InProcess` runs tasks one after another in the driver's process, `Scheduler` as
+Ray tasks at once. A seed is submitted again at most `ray.max_retries` times: lost (its worker or
+node died: Ray runs it again), stalled (its progress.json, read and timed by the driver alone,
+shows no batch for `ray.stall_seconds` while its process lives: force-cancelled; should it wake,
+it finds its work taken over and stops, seeds/job.py), or failed with a passing error (a store
+still locked after the write's own retries, tracking/retry.py). Each new attempt resumes.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from seedvar import progress
-from seedvar.config import RayConfig
-from seedvar.errors import first_line
+from seedvar import progress, tracking
+from seedvar.config import Config, RayConfig
+from seedvar.errors import ConfigError, SeedvarError, Superseded, first_line, transient
 from seedvar.progress import Progress
+from seedvar.project import prepared_data
 from seedvar.scale.cluster import SeedResources
-from seedvar.scale.protocol import Cause, SeedTask, Status, TaskKey, TaskResult
-from seedvar.scale.task import run_on_ray, run_seed_task
-from seedvar.seeds.job import PROGRESS
+from seedvar.seeds.job import PROGRESS, IfFinished, SeedJob
+from seedvar.training.device import on_this_machine
 
-# A task's output reaches the driver's terminal: its warnings and errors do, progress bars and
-# MLflow's notes do not (the driver's status line says how far each seed has got).
+if TYPE_CHECKING:  # the driver never trains: no Lightning there
+    import lightning as L
+
+# A task's warnings and errors reach the driver's terminal, its progress bars and MLflow's notes
+# do not (the driver's status line says how far each seed has got).
 QUIET = {"TQDM_DISABLE": "1", "MLFLOW_LOGGING_LEVEL": "WARNING"}
+
+
+class Status(StrEnum):
+    """How one attempt at a seed ended."""
+
+    FINISHED = "finished"  # trained and published now
+    REUSED = "reused"  # found finished with this recipe
+    PRUNED = "pruned"  # its sweep trial was pruned
+    STOPPED = "stopped"  # its sweep trial ended on another seed
+    SUPERSEDED = "superseded"  # another attempt took its work over
+    FAILED = "failed"
+
+    @property
+    def done(self) -> bool:
+        return self in (Status.FINISHED, Status.REUSED)
+
+
+class Cause(StrEnum):
+    """Why the driver submitted a seed again (a lost one, Ray submits again itself)."""
+
+    STALLED = "stalled"
+    TRANSIENT = "transient"
+
+
+@dataclass(frozen=True)
+class TaskKey:
+    """A seed of a launch (`trial` None) or of a sweep trial."""
+
+    seed: int
+    trial: int | None = None
+
+    def __str__(self) -> str:
+        return f"seed {self.seed}" if self.trial is None else f"trial {self.trial} seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class SeedTask:
+    """One seed to run, its work kept in `store` (absolute, as the driver sees it). `callbacks`
+    makes more Lightning callbacks where it trains (a sweep trial's); `submission` counts the
+    driver's submissions of the seed; `threads`: torch's (None: its own)."""
+
+    key: TaskKey
+    config: Config
+    project_dir: str
+    store: str
+    prepared: str | None = None
+    parent_run_id: str | None = None
+    run_tags: dict[str, str] = field(default_factory=dict)
+    callbacks: Callable[[], list[L.Callback]] | None = None
+    if_finished: IfFinished = "reuse"
+    submission: int = 1
+    threads: int | None = 1
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    key: TaskKey
+    status: Status
+    attempt: str = ""
+    metrics: dict[str, float] | None = None
+    error: str | None = None  # the error's first line
+    error_type: str | None = None
+    stops_launch: bool = False  # the failure would recur in every seed
+    transient: bool = False  # a passing error: the same attempt again may well succeed
+    detail: str | None = None  # the traceback of an error seedvar did not expect
+    seconds: float = 0.0
+
+
+def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> TaskResult:
+    """One attempt at one seed, in the project folder; `where`: the Ray node and task it runs
+    as (None: the driver's process)."""
+    import torch
+
+    from seedvar.seeds.seed import Scheduled, run_seed
+
+    started = time.perf_counter()
+    prepared = Path(task.prepared) if task.prepared else None
+    job = SeedJob.of(task.config, store=Path(task.store), data=prepared_data(prepared))
+
+    def ended(status: Status, **more: Any) -> TaskResult:
+        seconds = time.perf_counter() - started
+        return TaskResult(task.key, status, job.attempt_id, seconds=seconds, **more)
+
+    try:
+        try:  # where the config's relative paths point on every node
+            os.chdir(task.project_dir)
+        except OSError as error:
+            raise ConfigError(
+                f"the project folder {task.project_dir} cannot be entered on node "
+                f"{(where or {}).get('ray_node', 'here')} ({error.strerror}); put the project "
+                "on storage that every node mounts at the same path, or set ray.project_dir to "
+                "where the nodes see it"
+            ) from None
+        if task.threads:
+            torch.set_num_threads(task.threads)
+        with progress.reporting(job.work_dir / PROGRESS, job.attempt_id, task.submission):
+            result = run_seed(
+                task.config,
+                task.if_finished,
+                prepared=prepared,
+                callbacks=task.callbacks() if task.callbacks else None,
+                parent_run_id=task.parent_run_id,
+                run_tags=task.run_tags,
+                scheduled=Scheduled(job, where or {}),
+            )
+        return ended(Status.REUSED if result.reused else Status.FINISHED, metrics=result.metrics)
+    except tracking.RunStopped as stopped:  # its trial was pruned (or failed) on another seed
+        status = Status.PRUNED if isinstance(stopped, tracking.RunPruned) else Status.STOPPED
+        return ended(status, error=first_line(stopped))
+    except Superseded as superseded:
+        return ended(Status.SUPERSEDED, error=first_line(superseded))
+    except SeedvarError as error:  # a user's: `stops_launch` where it would recur in every seed
+        kind = type(error).__name__
+        return ended(
+            Status.FAILED, error=first_line(error), error_type=kind, stops_launch=error.stops_launch
+        )
+    except Exception as error:  # a bug, or this seed's own trouble (out of memory): its own
+        kind, detail = type(error).__name__, traceback.format_exc()
+        error_line, passing = f"{kind}: {first_line(error)}", transient(error)
+        return ended(
+            Status.FAILED, error=error_line, error_type=kind, transient=passing, detail=detail
+        )
+
+
+def run_on_ray(task: SeedTask) -> TaskResult:
+    """The body of the Ray task."""
+    import ray
+
+    context = ray.get_runtime_context()
+    return run_seed_task(
+        task, {"ray_node": context.get_node_id(), "ray_task": context.get_task_id() or ""}
+    )
 
 
 @dataclass
 class Submission:
-    """A seed in the scheduler's hands: its task as last submitted, that task's reference,
-    and the last progress seen with the driver's time it was first seen."""
+    """A seed as last submitted, its Ray reference, and the last progress seen with the
+    driver's time it was first seen."""
 
     task: SeedTask
-    ref: Any
+    ref: Any = None
     seen: tuple[str, int] | None = None
     since: float = 0.0
     progress: Progress | None = None
 
 
-class Scheduler:
-    """Submits seed tasks to Ray and collects their results, retrying what a retry can fix."""
+class InProcess:
+    """Seeds one after another in the driver's own process, each retried after a passing error."""
+
+    def __init__(
+        self, settings: RayConfig, threads: int | None, echo: Callable[[str], None]
+    ) -> None:
+        self.settings, self.threads, self.echo = settings, threads, echo
+        self.at_once = 1  # seeds at once
+        self.running: dict[TaskKey, Submission] = {}
+        self.retried: dict[TaskKey, list[Cause]] = {}  # seeds submitted again, and why
+
+    def submit(self, task: SeedTask) -> None:
+        """Run `task` (its key must not be running already)."""
+        task = replace(task, threads=self.threads)
+        self.running[task.key] = Submission(task, self._start(task))
+
+    def _start(self, task: SeedTask) -> Any:
+        return None  # run by `wait`
+
+    def cancel(self, key: TaskKey) -> None:
+        """Stop `key` now (its work in progress stays, for a later command to resume)."""
+        del self.running[key]
+
+    def cancel_all(self) -> None:
+        for key in list(self.running):
+            self.cancel(key)
+
+    def cancel_waiting(self, keys: Iterable[TaskKey]) -> list[TaskKey]:
+        """Cancel those of `keys` that have not started; returns them."""
+        begun = self.activity()
+        waiting = [key for key in keys if key in self.running and key not in begun]
+        for key in waiting:
+            self.cancel(key)
+        return waiting
+
+    def activity(self) -> dict[TaskKey, Progress]:
+        """The progress of every running seed whose current submission has started."""
+        return {}
+
+    def resolved(self, config: Config) -> Config:
+        """`config` with its "auto" precisions as they resolve where the seeds run."""
+        return on_this_machine(config)
+
+    def wait(self, timeout: float) -> list[TaskResult]:
+        """Run the next seed to its end (here `timeout` does not apply)."""
+        key = next(iter(self.running))
+        while (result := run_seed_task(self.running[key].task)).transient:
+            failed = self._again(key, Cause.TRANSIENT, f"attempt {result.attempt}: {result.error}")
+            if failed is not None:
+                result = failed
+                break
+        del self.running[key]
+        return [result]
+
+    def _again(self, key: TaskKey, cause: Cause, why: str) -> TaskResult | None:
+        """Submit `key` once more, unless it has used up its retries (then: failed)."""
+        task = self.running[key].task
+        self.retried.setdefault(key, []).append(cause)
+        if task.submission > self.settings.max_retries:
+            self.echo(f"{key}: {why}; no retries left (ray.max_retries)")
+            return TaskResult(key, Status.FAILED, error=f"{why}; no retries left")
+        self.echo(f"{key}: {why}; submitted again")
+        self.submit(replace(task, submission=task.submission + 1))
+        return None
+
+
+class Scheduler(InProcess):
+    """The same over Ray: seeds as Ray tasks, `at_once` at a time."""
 
     def __init__(
         self,
@@ -64,21 +256,17 @@ class Scheduler:
         resources: SeedResources,
         echo: Callable[[str], None],
         reuse_workers: bool = True,
+        at_once: int = 1,
     ) -> None:
-        self.ray, self.settings, self.resources, self.echo = ray, settings, resources, echo
+        self.ray, self.resources = ray, resources
+        super().__init__(settings, resources.threads, echo)
+        self.at_once = at_once
         # a worker process runs seed after seed (no 30-60 s of imports per seed) unless its
         # seeds use GPUs on a node of several: CUDA keeps the GPU of a process's first task
         fresh = resources.gpus > 0 and not reuse_workers
         self.remote = ray.remote(max_calls=1 if fresh else 0)(run_on_ray)
-        self.running: dict[TaskKey, Submission] = {}
-        self.retried: dict[TaskKey, list[Cause]] = {}  # seeds the scheduler submitted again
 
-    def submit(self, task: SeedTask) -> None:
-        """Run `task` (its key must not be running already)."""
-        task = replace(task, threads=self.resources.threads)
-        self.running[task.key] = Submission(task, self._remote(task))
-
-    def _remote(self, task: SeedTask) -> Any:
+    def _start(self, task: SeedTask) -> Any:
         return self.remote.options(
             num_cpus=self.resources.cpus,
             num_gpus=self.resources.gpus,
@@ -89,28 +277,25 @@ class Scheduler:
         ).remote(task)
 
     def cancel(self, key: TaskKey) -> None:
-        """Stop `key` now (its work in progress stays, for a later command to resume)."""
         self.ray.cancel(self.running.pop(key).ref, force=True)
 
-    def cancel_all(self) -> None:
-        for key in list(self.running):
-            self.cancel(key)
-
     def activity(self) -> dict[TaskKey, Progress]:
-        """The progress of every running seed whose current submission has started."""
         return {key: s.progress for key, s in self.running.items() if s.progress is not None}
+
+    def resolved(self, config: Config) -> Config:
+        """Made concrete by a task where seeds run (the driver may have no GPU, another CPU)."""
+        probe = self.ray.remote(num_cpus=self.resources.cpus, num_gpus=self.resources.gpus)
+        return self.ray.get(probe(on_this_machine).remote(config))
 
     def wait(self, timeout: float) -> list[TaskResult]:
         """Results of the seeds that ended within `timeout` seconds (each seed's only one);
         meanwhile, stalled attempts and passing errors are submitted again."""
         refs = {submission.ref: key for key, submission in self.running.items()}
-        ready: list[Any] = []
-        if refs:
-            first, _ = self.ray.wait(list(refs), num_returns=1, timeout=timeout)
-            if first:
-                ready, _ = self.ray.wait(list(refs), num_returns=len(refs), timeout=0)
-        else:
+        if not refs:
             time.sleep(timeout)
+            return []
+        first, _ = self.ray.wait(list(refs), num_returns=1, timeout=timeout)
+        ready = self.ray.wait(list(refs), num_returns=len(refs), timeout=0)[0] if first else []
         ended = {refs[ref]: self._result(refs[ref], ref) for ref in ready}
         for key in set(self.running) - set(ended):
             ended[key] = self._stalled(key)
@@ -131,78 +316,22 @@ class Scheduler:
 
     def _stalled(self, key: TaskKey) -> TaskResult | None:
         """Cancel and submit again an attempt whose progress has stood still for too long."""
-        submission = self.running[key]
-        now, found = time.monotonic(), self._progress(submission.task)
-        if found is None:
+        submission, now = self.running[key], time.monotonic()
+        pattern = f"seed-{key.seed}.partial.*/{PROGRESS}"  # its current submission's progress
+        found = [progress.read(path) for path in Path(submission.task.store).glob(pattern)]
+        current = [p for p in found if p and p.submission == submission.task.submission]
+        if not (latest := max(current, key=lambda p: p.batches, default=None)):
             return None
-        if submission.seen != (found.attempt, found.batches):
-            submission.seen, submission.since, submission.progress = (
-                (found.attempt, found.batches),
-                now,
-                found,
-            )
+        if submission.seen != (latest.attempt, latest.batches):
+            submission.seen, submission.since = (latest.attempt, latest.batches), now
+            submission.progress = latest
             return None
         still = now - submission.since
-        if found.phase == "loading" or still <= self.settings.stall_seconds:
+        if latest.phase == "loading" or still <= self.settings.stall_seconds:
             return None
         self.ray.cancel(submission.ref, force=True)
         why = (
-            f"attempt {found.attempt} has not finished a batch for {still:.0f} s while "
-            f"{found.phase} (frozen or hung); cancelled"
+            f"attempt {latest.attempt} has not finished a batch for {still:.0f} s while "
+            f"{latest.phase} (frozen or hung); cancelled"
         )
         return self._again(key, Cause.STALLED, why)
-
-    def _progress(self, task: SeedTask) -> Progress | None:
-        """The progress of `task`'s current submission, from its attempt's work folder."""
-        pattern = f"seed-{task.key.seed}.partial.*/{PROGRESS}"
-        found = [progress.read(path) for path in Path(task.store).glob(pattern)]
-        current = [p for p in found if p is not None and p.submission == task.submission]
-        return max(current, key=lambda p: p.batches, default=None)
-
-    def _again(self, key: TaskKey, cause: Cause, why: str) -> TaskResult | None:
-        """Submit `key` once more, unless it has used up its retries (then: failed)."""
-        submission = self.running[key]
-        self.retried.setdefault(key, []).append(cause)
-        if submission.task.submission > self.settings.max_retries:
-            self.echo(f"{key}: {why}; no retries left (ray.max_retries)")
-            return TaskResult(key, Status.FAILED, error=f"{why}; no retries left")
-        self.echo(f"{key}: {why}; submitted again")
-        task = replace(submission.task, submission=submission.task.submission + 1)
-        self.running[key] = Submission(task, self._remote(task))
-        return None
-
-
-class InProcess:
-    """The scheduler's interface over the driver's own process: one seed after another, each
-    retried after a passing error."""
-
-    def __init__(
-        self, settings: RayConfig, threads: int | None, echo: Callable[[str], None]
-    ) -> None:
-        self.settings, self.threads, self.echo = settings, threads, echo
-        self.running: dict[TaskKey, SeedTask] = {}
-        self.retried: dict[TaskKey, list[Cause]] = {}
-
-    def submit(self, task: SeedTask) -> None:
-        self.running[task.key] = replace(task, threads=self.threads)
-
-    def cancel(self, key: TaskKey) -> None:
-        self.running.pop(key)
-
-    def cancel_all(self) -> None:
-        self.running.clear()
-
-    def activity(self) -> dict[TaskKey, Progress]:
-        return {}
-
-    def wait(self, timeout: float) -> list[TaskResult]:
-        """Run the next seed to its end (`timeout` does not apply: it runs here)."""
-        key, task = next(iter(self.running.items()))
-        result = run_seed_task(task)
-        while result.transient and task.submission <= self.settings.max_retries:
-            self.retried.setdefault(key, []).append(Cause.TRANSIENT)
-            self.echo(f"{key}: {result.error}; trying again")
-            task = replace(task, submission=task.submission + 1)
-            result = run_seed_task(task)
-        del self.running[key]
-        return [result]

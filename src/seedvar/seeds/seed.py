@@ -89,7 +89,7 @@ def run_seed(
     `callbacks`: more Lightning callbacks (a sweep's pruning, for example).
     `parent_run_id`: the MLflow run to file this seed under (default: the study's run).
     `scheduled`: this attempt as a scheduler runs it (default: a `seedvar train` process).
-    The caller holds the study's lease (scale/lease.py): one driver at a time.
+    The caller holds the study's lease (scale/launch.py): one driver at a time.
     A seed whose process died continues where it stopped: from its last training checkpoint,
     or, once trained, straight at evaluation; in the same MLflow run.
     Raises Superseded when another attempt takes this one's work over while it runs.

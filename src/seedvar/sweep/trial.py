@@ -1,21 +1,41 @@
-"""One trial's bookkeeping, the same in the serial and the Ray sweep: its MLflow run (tags,
-parameters), its seeds' tags, and what it records once its seeds are back (Optuna user
-attributes, summary metrics, the objective values)."""
+"""`seedvar sweep`: Optuna asks for configurations (ask-and-tell: the study, its storage and
+trials stay Optuna's, the base configuration enqueued first), the driver runs each trial's k seeds
+through the launch's route (in this process, or with `--ray` as Ray tasks, trials at once) and
+tells Optuna how the trial ended. A trial's first seed reports validation accuracy for pruning;
+a pruned or failed trial's other seeds stop. Ctrl-C fails the trials under way and enqueues them
+again. A driver killed outright leaves its trials RUNNING: the next one takes them up under the
+same numbers, or, where their heartbeats stopped over 2 x sweep.heartbeat_seconds ago, Optuna
+fails and retries them with the same parameters. Finished seeds are reused, the others resume.
+"""
 
 from __future__ import annotations
 
+import math
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import optuna
 import pandas as pd
+from optuna.exceptions import ExperimentalWarning
+from optuna.storages import RDBStorage, fail_stale_trials
+from optuna.trial import TrialState
 
 from seedvar import tracking
-from seedvar.config import Config, SweepConfig
+from seedvar.config import Config
 from seedvar.declared import headline_mean_column, primary_column
+from seedvar.errors import SeedvarError
 from seedvar.metrics import MAJORITY_SHARE, safe_key
+from seedvar.project import work_dir_of
+from seedvar.scale.launch import POLL_SECONDS, backend, lease, seed_task, task_config
+from seedvar.scale.scheduler import InProcess, Status, TaskKey, TaskResult
 from seedvar.seeds.finished import FinishedSeed
+from seedvar.sweep import search
 
 SWEEP_TAG = "seedvar.sweep"
 TRIAL_NUMBER_TAG = "optuna.trial_number"
@@ -23,92 +43,235 @@ OUTPUT_DIR_ATTR, SEEDS_ATTR = "output_dir", "seeds"  # where a trial's seed fold
 MLFLOW_RUN_ATTR = "mlflow_run_id"  # the trial's MLflow run
 
 
-def prunes(sweep: SweepConfig) -> bool:
-    """Whether the sweep prunes trials (the median pruner, in the accuracy mode)."""
-    return sweep.pruner == "median" and sweep.mode == "accuracy"
+class SweepFailed(SeedvarError):
+    """Trials of a sweep failed for a reason that is not their configuration's."""
 
 
-def seed_tags(config: Config) -> dict[str, str]:
-    """Tags of a trial's seed runs (beside the seed's own)."""
-    return {SWEEP_TAG: config.sweep.study_name}
-
-
-def start_trial_run(
-    trial: optuna.Trial, config: Config, params: dict[str, Any], resume_run_id: str | None = None
-) -> tracking.TrackedRun:
-    """The MLflow run of a trial, the parent of its seeds' runs (or `resume_run_id`, the one
-    a driver that died had opened): its tags, parameters, and its id in the trial's user
-    attributes. Its opener ends it."""
-    sweep = config.sweep
-    description = (
-        f"Trial {trial.number} of sweep {sweep.study_name}: the configuration {params}, trained "
-        f"with seeds 0-{sweep.seeds_per_trial - 1} (its child runs)."
-    )
-    tags = {
-        tracking.ROLE_TAG: "trial",
-        SWEEP_TAG: sweep.study_name,
-        TRIAL_NUMBER_TAG: str(trial.number),
-        tracking.DESCRIPTION_TAG: description,
-    }
-    name = f"trial {trial.number}"
-    run = tracking.start_run(config, name, tags=tags, resume_run_id=resume_run_id)
-    if resume_run_id is None:
-        drawn = {f"trial.{k}": v for k, v in params.items()}
-        run.log_params({**drawn, **config.recipe(per_seed=False)})
-        trial.set_user_attr(MLFLOW_RUN_ATTR, run.run_id)
-    return run
-
-
-def with_headline_means(config: Config, metrics: dict[str, float]) -> dict[str, float]:
-    """A seed's accuracy columns (no majority shares), and each diagnostic set's headline mean
-    (the mean of its headline columns: the sweep's spread objective takes its first)."""
-    found = {k: v for k, v in metrics.items() if not k.startswith(MAJORITY_SHARE)}
-    for name, diagnostic in config.diagnostics.items():
-        found[headline_mean_column(name)] = float(
-            np.mean([metrics[c] for c in diagnostic.headline])
+def run_sweep(base: Config, ray: bool = False, echo: Callable[[str], None] = print) -> optuna.Study:
+    """Run (or resume) the sweep until `n_trials` trials have completed or been pruned."""
+    base, sweep = task_config(base), base.sweep
+    storage = search.rdb_storage(sweep.storage, sweep.heartbeat_seconds, sweep.max_retries)
+    study = search.prepare_study(base, storage)
+    if len(study.get_trials(states=search.FINISHED)) >= sweep.n_trials:
+        return study
+    command = "seedvar sweep --ray" if ray else "seedvar sweep"
+    with lease(work_dir_of(search.SWEEPS_DIR / sweep.study_name), "sweep", command) as record:
+        k = sweep.seeds_per_trial
+        with backend(base, "ray" if ray else "here", k, record, echo) as scheduler:
+            at_once = max(1, math.ceil(scheduler.at_once / k))
+            echo(
+                f"sweep {sweep.study_name}: {sweep.n_trials} trials x {k} seeds, {at_once} at once"
+            )
+            driver = Driver(base, study, storage, scheduler, echo)
+            driver.run(at_once)
+    if driver.failures:
+        raise SweepFailed(
+            f"the sweep stopped: {'; '.join(driver.failures)}; fix the cause and run the same "
+            "command again: finished trials and seeds are kept"
         )
-    return found
+    return study
 
 
-def seed_summary(config: Config, per_seed: list[dict[str, float]]) -> dict[str, float]:
-    """Mean and std across seeds of every accuracy column and headline mean."""
-    table = pd.DataFrame([with_headline_means(config, metrics) for metrics in per_seed])
-    summary = {}
-    for column in table.columns:
-        summary[f"mean/{column}"] = float(table[column].mean())
-        summary[f"std/{column}"] = float(table[column].std(ddof=1))
-    return summary
+@dataclass
+class TrialRun:
+    """A trial in flight: its Optuna trial, configuration, MLflow run, what its seeds returned,
+    and the state Optuna was told before its end (pruned, failed)."""
+
+    trial: optuna.Trial
+    params: dict[str, Any]
+    config: Config
+    resume_run_id: str | None = None  # the run a driver that died had opened for it
+    run: tracking.TrackedRun | None = None
+    results: dict[int, TaskResult] = field(default_factory=dict)  # by seed
+    state: TrialState | None = None
+
+    @property
+    def number(self) -> int:
+        return self.trial.number
+
+    def open_run(self) -> tracking.TrackedRun:
+        """The trial's MLflow run (new, its id a user attribute, or reopened), its seeds'
+        parent."""
+        sweep, number = self.config.sweep, self.number
+        description = (
+            f"Trial {number} of sweep {sweep.study_name}: the configuration {self.params}, "
+            f"trained with seeds 0-{sweep.seeds_per_trial - 1} (its child runs)."
+        )
+        tags = {tracking.ROLE_TAG: "trial", SWEEP_TAG: sweep.study_name}
+        tags |= {TRIAL_NUMBER_TAG: str(number), tracking.DESCRIPTION_TAG: description}
+        self.run = tracking.start_run(
+            self.config, f"trial {number}", tags, None, self.resume_run_id
+        )
+        if self.resume_run_id is None:
+            drawn = {f"trial.{k}": v for k, v in self.params.items()}
+            self.run.log_params({**drawn, **self.config.recipe(per_seed=False)})
+            self.trial.set_user_attr(MLFLOW_RUN_ATTR, self.run.run_id)
+        return self.run
+
+    def record(self) -> list[float]:
+        """Record the trial once its seeds have all finished: the mean and std across seeds of
+        every accuracy column (no majority shares) and each diagnostic set's headline mean, as
+        user attributes (with where its seeds are) and on its run under the columns' MLflow keys;
+        returns its objective values (the mean primary accuracy; in the accuracy_and_spread mode
+        also the std of the first diagnostic set's headline mean)."""
+        config, rows = self.config, []
+        for seed in sorted(self.results):
+            metrics = self.results[seed].metrics or {}
+            row = {k: v for k, v in metrics.items() if not k.startswith(MAJORITY_SHARE)}
+            for name, diagnostic in config.diagnostics.items():
+                row[headline_mean_column(name)] = float(
+                    np.mean([metrics[c] for c in diagnostic.headline])
+                )
+            rows.append(row)
+        stats = pd.DataFrame(rows).agg(["mean", "std"])  # std: ddof 1
+        summary = {f"{s}/{c}": float(stats.at[s, c]) for c in stats.columns for s in stats.index}
+        seeds = {OUTPUT_DIR_ATTR: config.output_dir, SEEDS_ATTR: sorted(self.results)}
+        for key, value in {**summary, **seeds}.items():
+            self.trial.set_user_attr(key, value)
+        columns = FinishedSeed(Path(config.output_dir), min(self.results)).columns()
+        keys = {column.name: column.key for column in columns}
+        named = (name.split("/", 1) for name in summary)
+        logged = {f"{s}/{keys.get(c) or safe_key(c)}": summary[f"{s}/{c}"] for s, c in named}
+        assert self.run is not None  # opened when it started
+        self.run.log_raw_metrics(logged)
+        values = [summary[f"mean/{primary_column(config.task)}"]]
+        if config.sweep.mode == "accuracy_and_spread":
+            values.append(summary[f"std/{headline_mean_column(next(iter(config.diagnostics)))}"])
+        return values
 
 
-def objective_values(config: Config, summary: dict[str, float]) -> list[float]:
-    """Mean accuracy of the primary in-distribution column; in the accuracy_and_spread mode
-    also the std across seeds of the first diagnostic set's headline mean."""
-    values = [summary[f"mean/{primary_column(config.task)}"]]
-    if config.sweep.mode == "accuracy_and_spread":
-        first = next(iter(config.diagnostics))
-        values.append(summary[f"std/{headline_mean_column(first)}"])
-    return values
+class Driver:
+    """Asks Optuna for trials, runs their seeds through the scheduler, tells Optuna."""
 
+    def __init__(
+        self,
+        base: Config,
+        study: optuna.Study,
+        storage: RDBStorage,
+        scheduler: InProcess,
+        echo: Callable[[str], None],
+    ) -> None:
+        self.base, self.study, self.storage = base, study, storage
+        self.scheduler, self.echo = scheduler, echo
+        self.active: dict[int, TrialRun] = {}  # by trial number; seeds submitted
+        self.waiting: list[TrialRun] = []  # the same configuration as an active trial
+        self.failures: list[str] = []
+        self.failed_trials = 0
 
-def record_trial(
-    trial: optuna.Trial,
-    config: Config,
-    per_seed: dict[int, dict[str, float]],
-    run: tracking.TrackedRun,
-) -> list[float]:
-    """Record a trial whose seeds have all finished (user attributes: the summary and where
-    its seeds are; the summary on its run, under the columns' MLflow keys); returns its
-    objective values."""
-    summary = seed_summary(config, [per_seed[seed] for seed in sorted(per_seed)])
-    for key, value in summary.items():
-        trial.set_user_attr(key, value)
-    trial.set_user_attr(OUTPUT_DIR_ATTR, config.output_dir)
-    trial.set_user_attr(SEEDS_ATTR, sorted(per_seed))
-    columns = FinishedSeed(Path(config.output_dir), min(per_seed)).columns()
-    keys = {column.name: column.key for column in columns}
-    logged = {}
-    for name, value in summary.items():
-        statistic, column = name.split("/", 1)
-        logged[f"{statistic}/{keys.get(column) or safe_key(column)}"] = value
-    run.log_raw_metrics(logged)
-    return objective_values(config, summary)
+    def run(self, at_once: int) -> None:
+        with warnings.catch_warnings():  # "experimental" since Optuna 2.9
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            fail_stale_trials(self.study)
+        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            self.echo(f"trial {frozen.number}: taken up again (its driver died)")
+            handle = optuna.trial.Trial(self.study, self._id(frozen.number))
+            self._start(handle, frozen.user_attrs.get(MLFLOW_RUN_ATTR))  # its params, as drawn
+        stop = threading.Event()
+        threading.Thread(target=self._beat, args=(stop,), daemon=True).start()
+        try:
+            while True:
+                self._ask(at_once)
+                if not self.active and not self.waiting:
+                    return
+                for result in self.scheduler.wait(POLL_SECONDS):
+                    self._record(result)
+        except KeyboardInterrupt:  # failed, and queued again: the next run takes them up first
+            for trial in [*self.active.values(), *self.waiting]:
+                self.study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+                self.study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+                if trial.run is not None:
+                    trial.run.end(tracking.KILLED)
+            raise
+        finally:
+            stop.set()
+
+    def _beat(self, stop: threading.Event) -> None:
+        """The active trials' heartbeats, every sweep.heartbeat_seconds (see the module's)."""
+        while not stop.wait(self.base.sweep.heartbeat_seconds):
+            for trial in list(self.active.values()):
+                self.storage.record_heartbeat(self._id(trial.number))
+
+    def _id(self, number: int) -> int:
+        return search.trial_id(self.storage, self.study.study_name, number)
+
+    def _ask(self, at_once: int) -> None:
+        """Start trials while there is room and the sweep needs more."""
+        while not self.failures and self.failed_trials < self.base.sweep.n_trials:
+            started = len(self.active) + len(self.waiting)
+            done = len(self.study.get_trials(deepcopy=False, states=search.FINISHED))
+            if started >= at_once or done + started >= self.base.sweep.n_trials:
+                return
+            with warnings.catch_warnings():  # its heartbeats are recorded here, not by optimize
+                warnings.filterwarnings("ignore", "Heartbeat of storage")
+                self._start(self.study.ask())  # an enqueued trial first (the base config)
+
+    def _start(self, handle: optuna.Trial, resume_run_id: str | None = None) -> None:
+        """Draw the trial's parameters (those drawn already stay) and start its seeds."""
+        params = search.drawn(handle, self.base.sweep.space)
+        trial = TrialRun(handle, params, search.trial_config(self.base, params), resume_run_id)
+        self._run(trial)
+
+    def _run(self, trial: TrialRun) -> None:
+        if any(other.config.hash() == trial.config.hash() for other in self.active.values()):
+            self.waiting.append(trial)  # its seeds are the other trial's: reuse them after it
+            return
+        self.storage.record_heartbeat(self._id(trial.number))
+        run = trial.open_run()
+        self.active[trial.number] = trial
+        shown = [
+            f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in trial.params.items()
+        ]
+        self.echo(f"trial {trial.number} started: {', '.join(shown)}")
+        for seed in range(self.base.sweep.seeds_per_trial):
+            task = seed_task(
+                TaskKey(seed, trial.number),
+                trial.config.with_seed(seed),
+                parent_run_id=run.run_id,
+                run_tags={SWEEP_TAG: self.base.sweep.study_name},
+                callbacks=partial(search.trial_callbacks, trial.config, trial.number, seed == 0),
+            )
+            self.scheduler.submit(task)
+
+    def _record(self, result: TaskResult) -> None:
+        """A seed is back. One pruned or failed ends its trial in Optuna at once, which the
+        trial's other seeds, still training, read from the storage and stop on; those not
+        started are not run."""
+        assert result.key.trial is not None  # a sweep's keys name their trial
+        trial = self.active[result.key.trial]
+        trial.results[result.key.seed] = result
+        if not result.status.done and trial.state is None:
+            pruned = result.status is Status.PRUNED
+            trial.state = TrialState.PRUNED if pruned else TrialState.FAIL
+            self.study.tell(trial.number, state=trial.state, skip_if_finished=True)
+            if pruned:
+                self.echo(f"trial {trial.number} pruned ({result.error})")
+            else:
+                self.failed_trials += 1
+                self.echo(f"trial {trial.number} FAILED: {result.key}: {result.error}")
+                if result.detail:
+                    self.echo(result.detail.rstrip())
+                if result.stops_launch:
+                    self.failures.append(f"{result.key}: {result.error}")
+            seeds = [TaskKey(seed, trial.number) for seed in range(self.base.sweep.seeds_per_trial)]
+            for key in self.scheduler.cancel_waiting(seeds):
+                trial.results[key.seed] = TaskResult(key, Status.STOPPED)
+        if len(trial.results) == self.base.sweep.seeds_per_trial:
+            self._close(trial)
+
+    def _close(self, trial: TrialRun) -> None:
+        """All seeds are back: end the trial in Optuna (once) and in MLflow."""
+        del self.active[trial.number]
+        assert trial.run is not None
+        if trial.state is TrialState.PRUNED:
+            trial.run.end(tracking.KILLED, {tracking.RunPruned.tag: "true"})
+        elif trial.state is TrialState.FAIL:
+            trial.run.end(tracking.FAILED)
+        else:
+            values = trial.record()
+            self.study.tell(trial.number, values, skip_if_finished=True)
+            trial.run.end(tracking.FINISHED)
+            column = primary_column(self.base.task)
+            self.echo(f"trial {trial.number} complete: mean {column} {values[0]:.4f}")
+        for waiting in [t for t in self.waiting if t.config.hash() == trial.config.hash()]:
+            self.waiting.remove(waiting)
+            self._run(waiting)

@@ -11,24 +11,20 @@ from seedvar.tracking.retry import retried
 
 
 class RunLogger(MLFlowLogger):
-    """Lightning's MLFlowLogger on a run that seedvar opened: training curves and Lightning's
-    metrics go to it, each write `retried` on a busy store; the run's end (FINISHED only after
-    evaluation) stays with its opener.
-
-    `guard` is called before everything it logs (and may raise to stop a process that lost
-    the run); steps up to `after_step` are not logged again (a resumed attempt retraces the
-    steps between its checkpoint and the point where the earlier attempt stopped)."""
+    """MLFlowLogger on a run seedvar opened, each write `retried`; the run's end (FINISHED only
+    after evaluation) stays with its opener. `guard` is called before each write (it may raise
+    to stop a process that lost the run); steps up to `after_step` are not logged again (a
+    resumed attempt retraces those since its checkpoint)."""
 
     def __init__(
         self,
         *args: Any,
-        guard: Callable[[], None] | None = None,
+        guard: Callable[[], None] = lambda: None,
         after_step: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self._guard = guard or (lambda: None)
-        self._after_step = after_step
+        self._guard, self._after_step = guard, after_step
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         self._guard()

@@ -18,7 +18,6 @@ from seedvar.errors import transient_cause
 WRITE_RETRY_SECONDS = 300.0  # how long one write keeps trying
 FIRST_WAIT, LONGEST_WAIT = 0.1, 5.0  # seconds between tries: doubling from the first
 log = logging.getLogger(__name__)
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -45,9 +44,8 @@ def retried(write: Callable[P, R]) -> Callable[P, R]:
 
 
 class QuietWhenRetried(logging.Filter):
-    """Leaves out MLflow's trace of a store error that passes (`mlflow.store.db.utils` logs
-    one for each): seedvar's writes are tried again and say so in one line (MLflow's system
-    metrics monitor skips a sample with a warning of its own)."""
+    """Leaves out MLflow's trace of a store error that passes (`mlflow.store.db.utils` logs one
+    for each): seedvar's writes are tried again and say so in one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
