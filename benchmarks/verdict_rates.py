@@ -23,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from seedvar.stats.bounds import variance_bound
 from seedvar.stats.simulate import Truth, study
-from seedvar.stats.verdict import _variance_bound, verdict
+from seedvar.stats.verdict import verdict
 
 RESAMPLES = 100
 BOUND_SAMPLES = 20_000
@@ -119,9 +120,9 @@ def bounds() -> str:
         cells = []
         for kind in kinds:
             x = _draws(rng, kind, k)
-            lower = np.mean(_variance_bound(x, 1 - NOMINAL) > 1)
-            upper = np.mean(_variance_bound(x, NOMINAL) < 1)
-            wider = np.mean(_variance_bound(1.5 * x, NOMINAL) < 1)
+            lower = np.mean(variance_bound(x, 1 - NOMINAL) > 1)
+            upper = np.mean(variance_bound(x, NOMINAL) < 1)
+            wider = np.mean(variance_bound(1.5 * x, NOMINAL) < 1)
             cells += [f"{100 * v:.2f}" for v in (lower, upper, wider)]
         rows.append(f"| {k} | " + " | ".join(cells) + " |")
         print(rows[-1], flush=True)

@@ -15,7 +15,8 @@ from sklearn.metrics import roc_auc_score
 from seedvar.config import Config, load_config
 from seedvar.errors import SeedvarError
 from seedvar.report.study import plot_groups, plot_scatter, write_report
-from seedvar.results.aggregate import aggregate, flat_headline, read_headline
+from seedvar.report.wording import write_results
+from seedvar.results.aggregate import flat_headline, read_headline
 from seedvar.seeds.evaluate import prediction_frame, prediction_metrics
 from seedvar.stats.components import DRAWS
 from tests.conftest import OFFLINE
@@ -67,7 +68,7 @@ def results(tmp_path: Path) -> tuple[Path, object]:
     config = load_config(None, [f"seeds={SEEDS}", f"reference.runs={REFERENCE}"])
     for seed in SEEDS:
         _write_seed(tmp_path / "runs", seed, examples, config)
-    aggregate(config, tmp_path / "runs", tmp_path / "results")
+    write_results(config, tmp_path / "runs", tmp_path / "results")
     return tmp_path / "results", config
 
 
@@ -231,7 +232,7 @@ def test_aggregate_refuses_seeds_of_another_recipe(tmp_path: Path):
     _write_seed(tmp_path / "runs", 0, _examples(), config)
     _write_seed(tmp_path / "runs", 1, _examples(), other)
     with pytest.raises(SeedvarError) as refused:
-        aggregate(config, tmp_path / "runs", tmp_path / "results")
+        write_results(config, tmp_path / "runs", tmp_path / "results")
     assert str(refused.value).startswith(
         "seeds trained with another recipe than this study's: seed 1: train.epochs 1 (study: 3), "
         "train.learning_rate 0.001 (study: 2e-05)"
@@ -245,7 +246,7 @@ def test_aggregate_refuses_seeds_evaluated_on_other_subcases(tmp_path: Path):
     fewer = {**examples, "hans": examples["hans"].iloc[4:]}  # no subject/object swap
     _write_seed(tmp_path / "runs", 1, fewer, config)
     with pytest.raises(SeedvarError, match=r"seeds 0 and 1 report different metrics \(ln_subj"):
-        aggregate(config, tmp_path / "runs", tmp_path / "results")
+        write_results(config, tmp_path / "runs", tmp_path / "results")
 
 
 def test_a_factorial_study_splits_its_seed_variance(tmp_path: Path):
@@ -275,7 +276,7 @@ def test_a_factorial_study_splits_its_seed_variance(tmp_path: Path):
         )
         steps.to_csv(tmp_path / "runs" / f"seed-{seed}" / "trajectory.csv", index=False)
     assert config.with_seed(5).train.init_seed == 11 and config.with_seed(5).train.data_seed == 22
-    aggregate(config, tmp_path / "runs", tmp_path / "results")
+    write_results(config, tmp_path / "runs", tmp_path / "results")
 
     table = pd.read_csv(tmp_path / "results" / "components.csv")
     assert set(table["source"]) == {"init", "data order", "interaction"}

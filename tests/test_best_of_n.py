@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from seedvar.report.past_the_paper import best_of_n_text
+from seedvar.report.wording import best_of_n_text
 from seedvar.results.past_the_paper import BEST_OF_N_COLUMNS, OURS, best_of_n_curves
 from seedvar.stats.best_of_n import (
     best_of_n_table,

@@ -8,11 +8,10 @@ import pytest
 from scipy import stats
 
 from seedvar.config import load_config
-from seedvar.report.past_the_paper import components_text
+from seedvar.report.wording import components_text, note, worded_notes
 from seedvar.results.past_the_paper import (
     COMPONENT_COLUMNS,
     JOINT,
-    Noise,
     component_table,
     diagonal_seeds,
 )
@@ -193,11 +192,11 @@ def test_noise_above_the_residual_is_said_not_silently_zero():
     residual = np.sqrt(mean_squares(cells).residual)
     assert interaction.std == 0.0 and interaction.std_low == 0.0
     assert interaction.note is not None
-    assert interaction.note.startswith(
+    assert note(interaction.note).startswith(
         f"evaluation noise 1.5 points exceeds the residual {100 * residual:.1f} points: "
         "the interaction is not identified; a residual this small under that noise has p = "
     )
-    assert "the data reject the noise model" in interaction.note
+    assert "the data reject the noise model" in note(interaction.note)
     assert init.note is None and order.note is None
     below = components("x", cells, 0.0001**2)[2]
     assert below.note is None and below.std > 0
@@ -208,7 +207,7 @@ def test_identical_cells_give_zero_components_and_the_note():
     found = components("x", cells, 0.01**2)
     assert [(c.std, c.std_low, c.std_high, c.share) for c in found] == [(0.0, 0.0, 0.0, None)] * 3
     assert found[2].note is not None and "0.0 points: the interaction is not identified" in (
-        found[2].note
+        note(found[2].note)
     )
     assert compare_sources("x", cells, 0.01**2).p_value == 1.0
 
@@ -236,7 +235,7 @@ def test_component_table_puts_init_seeds_on_rows():
             "x": [by_init[config.with_seed(k).train.init_seed] for k in range(12)][::-1],
         }
     )
-    found = component_table(config, table, ["x"], Noise({"x": 0.005**2}))
+    found = worded_notes(component_table(config, table, ["x"], {"x": 0.005**2}))
     assert list(found.columns) == COMPONENT_COLUMNS
     found = found.set_index("source")
     assert found.loc["init", "std"] == pytest.approx(0.1)
@@ -250,7 +249,7 @@ def test_component_table_puts_init_seeds_on_rows():
 def test_component_table_of_joint_seeds_carries_the_note():
     config = load_config(None, ["seeds=[0, 1, 2, 3]"])
     table = pd.DataFrame({"seed": [0, 1, 2, 3], "x": [0.5, 0.5, 0.5, 0.5]})
-    found = component_table(config, table, ["x"], Noise({"x": 0.01**2}))
+    found = worded_notes(component_table(config, table, ["x"], {"x": 0.01**2}))
     assert list(found.columns) == COMPONENT_COLUMNS and found["source"].tolist() == [JOINT]
     assert "exceeds the observed spread" in found["note"].item()
 
@@ -266,7 +265,7 @@ def test_components_text_names_the_larger_source_after_holm():
             "b": [0.5] * 12,
         }
     )
-    found = component_table(config, table, ["a", "b"], Noise({"a": 1e-4, "b": 1e-4}))
+    found = worded_notes(component_table(config, table, ["a", "b"], {"a": 1e-4, "b": 1e-4}))
     text = components_text(found, ["a", "b"])
     assert "Holm corrected over 2 columns at family-wise 0.05" in text
     assert "a: init 10.0% [" in text

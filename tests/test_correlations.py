@@ -10,7 +10,8 @@ import pytest
 
 from seedvar.config import load_config
 from seedvar.declared import primary_column
-from seedvar.stats.verdict import correlate, predicts
+from seedvar.report.wording import note, reason_text
+from seedvar.stats.correlation import correlate, predicts
 
 PAPER_RUNS = Path(__file__).resolve().parents[1] / "data/offline/reference/mccoy2020_runs.csv"
 CONFIG = load_config(None, profile="smoke")  # the paper's declaration: MNLI -> HANS
@@ -58,14 +59,14 @@ def test_constant_columns_give_none_with_a_reason():
         None,
         None,
     )
-    assert overall.note == "Overall accuracy is constant across seeds"
+    assert note(overall.note) == "Overall accuracy is constant across seeds"
     assert lexical.note is None and lexical.pearson_r == pytest.approx(1.0)
     flat = table.assign(**{MNLI_MATCHED: 0.8})
-    notes = {c.note for c in correlate(flat, MNLI_MATCHED, [HANS_OVERALL, NON_ENTAILED[0]])}
+    notes = {note(c.note) for c in correlate(flat, MNLI_MATCHED, [HANS_OVERALL, NON_ENTAILED[0]])}
     assert notes == {"MNLI dev acc. is constant across seeds"}
     answer = predicts(flat, MNLI_MATCHED, [HANS_OVERALL])
     assert answer.answer == "inconclusive"
-    assert answer.reason == (
+    assert reason_text(answer.reason) == (
         "inconclusive: no correlation is defined (MNLI dev acc. is constant across seeds)"
     )
 
@@ -75,18 +76,20 @@ def test_mnli_predicts_hans():
     mnli = rng.uniform(0.82, 0.86, 20)
     related = pd.DataFrame({MNLI_MATCHED: mnli, HANS_OVERALL: 5 * mnli - 3.6})
     answer = predicts(related, MNLI_MATCHED, [HANS_OVERALL], n_resamples=999)
-    assert answer.answer == "yes" and answer.reason.startswith(
+    assert answer.answer == "yes" and reason_text(answer.reason).startswith(
         "yes: across 20 seeds MNLI dev acc. correlates with Overall accuracy"
     )
     unrelated = related.assign(**{HANS_OVERALL: rng.uniform(0.5, 0.6, 20)})
     answer = predicts(unrelated, MNLI_MATCHED, [HANS_OVERALL], n_resamples=999)
-    assert answer.answer == "no" and answer.reason.startswith("no: across 20 seeds no correlation")
+    assert answer.answer == "no" and reason_text(answer.reason).startswith(
+        "no: across 20 seeds no correlation"
+    )
     few = pd.DataFrame({c: rng.uniform(0.1, 0.9, 5) for c in PREDICTED})
     answer = predicts(
         few.assign(**{MNLI_MATCHED: mnli[:5]}), MNLI_MATCHED, PREDICTED, n_resamples=999
     )
     assert answer.answer == "inconclusive"
-    assert answer.reason == (
+    assert reason_text(answer.reason) == (
         "inconclusive: with 5 seeds no permutation p-value can fall below the Bonferroni "
         "threshold 0.00625; at least 6 seeds are needed"
     )

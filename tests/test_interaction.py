@@ -12,7 +12,7 @@ from scipy import stats
 
 from seedvar.config import load_config
 from seedvar.data.sets import load_evaluation_sets
-from seedvar.report.study import interaction_text
+from seedvar.report.wording import interaction_text
 from seedvar.stats.analysis import Subgroup, interaction_table, nested_subgroups
 
 ROOT = Path(__file__).resolve().parents[1]

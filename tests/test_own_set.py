@@ -13,7 +13,7 @@ import yaml
 
 from seedvar.config import load_config
 from seedvar.errors import ConfigError, DataError
-from seedvar.results.aggregate import aggregate
+from seedvar.report.wording import write_results
 from seedvar.seeds.seed import run_seed
 from tests.conftest import OFFLINE
 
@@ -53,7 +53,7 @@ def test_a_challenge_set_declared_in_params_is_trained_on_and_aggregated(study_d
     config = load_config(Path("params.yaml"))
     for seed in config.seeds:
         run_seed(config.with_seed(seed))
-    aggregate(config, Path("runs"), Path("results"))
+    write_results(config, Path("runs"), Path("results"))
 
     seeds = pd.read_csv("results/seeds.csv")
     assert {"mine overall", "mine/negation", "mine/quantifiers"} <= set(seeds.columns)

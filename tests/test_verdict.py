@@ -17,8 +17,11 @@ from scipy import stats
 from seedvar.config import load_config
 from seedvar.data.sets import load_evaluation_sets
 from seedvar.metrics import bias_free_accuracy
+from seedvar.report.wording import HEAVY_TAILS, note, reason_text
 from seedvar.results.evidence import from_rates
-from seedvar.stats.noise import confusion, label_auc
+from seedvar.stats.bounds import ALPHA, SEED_FLOOR, variance_bound
+from seedvar.stats.noise import Noise, confusion, label_auc
+from seedvar.stats.power import detection_power, minimum_seeds
 from seedvar.stats.simulate import (
     BIAS_FREE,
     DESIGN,
@@ -28,17 +31,8 @@ from seedvar.stats.simulate import (
     Truth,
     study,
 )
-from seedvar.stats.verdict import (
-    ALPHA,
-    HEAVY_TAILS,
-    SEED_FLOOR,
-    Noise,
-    _variance_bound,
-    detection_power,
-    minimum_seeds,
-    sweep_verdict,
-    verdict,
-)
+from seedvar.stats.sweep import sweep_verdict
+from seedvar.stats.verdict import verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_RUNS = ROOT / "data/offline/reference/mccoy2020_runs.csv"
@@ -148,11 +142,11 @@ def test_the_bound_is_the_more_cautious_of_chi_square_and_bonett():
     k = len(values)
     chi_low = values.var(ddof=1) * (k - 1) / stats.chi2.ppf(0.99, k - 1)
     chi_high = values.var(ddof=1) * (k - 1) / stats.chi2.ppf(0.01, k - 1)
-    assert _variance_bound(values, 0.99) < chi_low  # one outlier: Bonett is the lower
-    assert _variance_bound(values, 0.01) > chi_high
+    assert variance_bound(values, 0.99) < chi_low  # one outlier: Bonett is the lower
+    assert variance_bound(values, 0.01) > chi_high
     few = values[: SEED_FLOOR - 1]
     chi_few = few.var(ddof=1) * (SEED_FLOOR - 2) / stats.chi2.ppf(0.99, SEED_FLOOR - 2)
-    assert _variance_bound(few, 0.99) == pytest.approx(chi_few)  # below SEED_FLOOR
+    assert variance_bound(few, 0.99) == pytest.approx(chi_few)  # below SEED_FLOOR
 
 
 def test_identical_seeds_have_no_seed_variance_and_do_not_reproduce():
@@ -161,7 +155,7 @@ def test_identical_seeds_have_no_seed_variance_and_do_not_reproduce():
     result = verdict(same, noise, design)
     rows = {row.column: row for row in result.columns}
     assert rows[TESTED].observed_std == 0.0 and rows[TESTED].seed_std == 0.0
-    assert "exceeds the observed spread" in rows[TESTED].note
+    assert "exceeds the observed spread" in note(rows[TESTED].note)
     assert result.outcome != "reproduces"
 
 
@@ -172,7 +166,7 @@ def test_fewer_seeds_than_the_floor_give_no_conclusive_outcome():
     result = verdict(table, noise, DESIGN)
     assert result.outcome == "inconclusive" and result.reason.rule == "few seeds"
     assert result.reason.numbers["would"] == "reproduces"
-    assert result.text.startswith(
+    assert reason_text(result.reason).startswith(
         f"inconclusive: the test says 'reproduces', but {k} seeds are fewer than the 5 its "
         "bounds keep their level with; the seed-std lower bound of"
     )
@@ -204,7 +198,7 @@ def test_a_diagnostic_at_chance_is_inconclusive():
     noise[BIAS_FREE] = Noise(1e-6, (0.02**2,) * k, "given")
     result = verdict(table, noise, DESIGN)
     assert result.reason.rule == "diagnostic at chance"
-    assert "significantly above chance" in result.text
+    assert "significantly above chance" in reason_text(result.reason)
     noise[BIAS_FREE] = Noise(1e-6, (0.002**2,) * k, "given")
     above = verdict(table.assign(**{BIAS_FREE: 0.6}), noise, DESIGN)
     assert above.reason.rule != "diagnostic at chance"
@@ -215,7 +209,7 @@ def test_one_class_seed_is_inconclusive():
     shares = {"mnli_matched": [0.4] * 11 + [0.97]}
     result = verdict(table, noise, design, shares)
     assert result.reason.rule == "one class"
-    assert result.text == (
+    assert reason_text(result.reason) == (
         "inconclusive: 1 of 12 seeds predict one class on at least 95% of a set "
         "(seed 11 on mnli_matched: 97.0%)"
     )
@@ -227,7 +221,7 @@ def test_one_seed_gives_none_with_a_reason():
     table, noise, design = study(Truth(seeds=1, examples=200), 2, 50)
     result = verdict(table, noise, design)
     assert result.outcome == "inconclusive" and result.tests == () and result.margin is None
-    assert all(row.note == "one seed: no across-seed variance" for row in result.columns)
+    assert all(note(row.note) == "one seed: no across-seed variance" for row in result.columns)
 
 
 def test_power_uses_the_reference_seed_std_and_matches_simulation():
@@ -299,7 +293,9 @@ def test_an_inconclusive_configuration_is_not_a_pass():
     noise = {"a": passing[1], **{f"b{i}": few[1] for i in range(9)}}
     result = sweep_verdict(tables, noise, DESIGN)
     assert result.outcome == "inconclusive"
-    assert result.reason.startswith("inconclusive: of 10 configurations that learned the task, ")
+    assert reason_text(result.reason).startswith(
+        "inconclusive: of 10 configurations that learned the task, "
+    )
     every = sweep_verdict(
         {"a": passing[0], "c": passing[0]}, {"a": passing[1], "c": passing[1]}, DESIGN
     )
@@ -408,7 +404,7 @@ def test_a_real_effect_of_1_5_points_at_12_seeds_is_not_ruled_out():
     assert ruled_out / 500 <= PER_COLUMN + 2 * _se(PER_COLUMN, 500), ruled_out
     undecided = next(r for r in rules if r.reason.rule == "undecided")
     assert undecided.reason.numbers["rule_out_seeds"] is None  # 1.5 points: never below 1
-    assert "no number up to 200 would rule out every column" in undecided.text
+    assert "no number up to 200 would rule out every column" in reason_text(undecided.reason)
 
 
 def test_power_is_monotone_in_seeds_and_zero_below_the_floor():
@@ -437,10 +433,10 @@ def test_the_floor_is_where_the_combined_bound_keeps_its_level(kind: str):
             return rng.standard_t(3, (20000, k)) / math.sqrt(3)
         return rng.lognormal(0, 1, (20000, k)) / math.sqrt((math.e - 1) * math.e)
 
-    below = float(np.mean(_variance_bound(draws(SEED_FLOOR - 1), 1 - nominal) > 1))
+    below = float(np.mean(variance_bound(draws(SEED_FLOOR - 1), 1 - nominal) > 1))
     assert below > 2 * nominal, below
     for k in (SEED_FLOOR, SEED_FLOOR + 1, 8, 12, 20):
-        rate = float(np.mean(_variance_bound(draws(k), 1 - nominal) > 1))
+        rate = float(np.mean(variance_bound(draws(k), 1 - nominal) > 1))
         assert rate <= nominal + 2 * _se(nominal, 20000), (k, rate)
 
 
@@ -458,8 +454,8 @@ def test_the_upper_bound_is_anti_conservative_for_heavy_tails(kind: str, low: fl
             x = rng.standard_t(3, (20000, k)) / math.sqrt(3)
         else:
             x = rng.lognormal(0, 1, (20000, k)) / math.sqrt((math.e - 1) * math.e)
-        rates.append(float(np.mean(_variance_bound(x, nominal) < 1)))
-        normal = float(np.mean(_variance_bound(rng.standard_normal((20000, k)), nominal) < 1))
+        rates.append(float(np.mean(variance_bound(x, nominal) < 1)))
+        normal = float(np.mean(variance_bound(rng.standard_normal((20000, k)), nominal) < 1))
         assert normal <= nominal + 2 * _se(nominal, 20000), (k, normal)
     assert min(rates) == pytest.approx(low, abs=0.01), rates
     assert max(rates) == pytest.approx(high, abs=0.01), rates
@@ -468,4 +464,6 @@ def test_the_upper_bound_is_anti_conservative_for_heavy_tails(kind: str, low: fl
     noise[BIAS_FREE] = Noise(1e-6, (0.002**2,) * 40, "given")
     ruled_out = verdict(table.assign(**{BIAS_FREE: 0.6}), noise, DESIGN)
     assert ruled_out.reason.rule == "ruled out"
-    assert ruled_out.text.endswith(f"if their seed effects are not heavy-tailed ({HEAVY_TAILS})")
+    assert reason_text(ruled_out.reason).endswith(
+        f"if their seed effects are not heavy-tailed ({HEAVY_TAILS})"
+    )

@@ -1,5 +1,5 @@
-"""The report's part on the analyses past the paper's: best-of-n curves, variance components,
-trajectories; a plot each and the sentences that say what the numbers show."""
+"""The report's plots of the analyses past the paper's: best-of-n curves, variance components,
+trajectories (their sentences: seedvar.report.wording)."""
 
 from __future__ import annotations
 
@@ -10,24 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from seedvar.results.past_the_paper import JOINT, OURS
-from seedvar.stats.components import ALPHA, holm
-
-CAPTIONS = {
-    "best_of_n": (
-        "(e) Best of n seeds: the expected accuracy of the best seed on the in-distribution "
-        "column and on each headline column, and each headline column's accuracy for the seed "
-        "picked by in-distribution accuracy; bands: one standard error (bootstrap over seeds)."
-    ),
-    "components": (
-        "(f) Where the seed variance comes from: per column, the std of each source with its "
-        "95 % interval (init and data order in a factorial design; the joint seed otherwise)."
-    ),
-    "trajectories": (
-        "(g) Headline columns during training, on a fixed subsample of each diagnostic set: "
-        "one line per seed."
-    ),
-}
+from seedvar.results.past_the_paper import OURS
 
 
 def _panels(count: int) -> tuple[Figure, list]:
@@ -113,113 +96,3 @@ def plot_trajectories(per_seed: pd.DataFrame, headline: list[str]) -> Figure:
         axis.set_ylabel("accuracy (subsample)")
         axis.set_title(column, fontsize=9)
     return figure
-
-
-def best_of_n_text(all_curves: pd.DataFrame, base: str, headline: list[str]) -> str:
-    """What picking by in-distribution accuracy buys, at the largest n (ours, then the
-    reference's where it has the columns)."""
-    text = _picked(all_curves[all_curves["runs"] == OURS], base, headline, "Best of n")
-    for runs, curves in all_curves[all_curves["runs"] != OURS].groupby("runs"):
-        shared = [c for c in headline if c in set(curves["column"])]
-        text += " " + _picked(curves, base, shared, f"The {runs}")
-    return text
-
-
-def _picked(curves: pd.DataFrame, base: str, headline: list[str], lead: str) -> str:
-    """At the largest n: the value kept by `base` (± its bootstrap SE, and the tied seeds'
-    values where it is their mean), the best on the column and one seed's on average."""
-    top = int(curves["n"].max())
-    last = curves[curves["n"] == top].set_index(["column", "curve"])
-    chosen = f"chosen by {base}"
-    parts = []
-    for column in headline:
-        kept = last.loc[(column, chosen)]
-        tie = ""
-        if kept["tied"] > 1 and pd.notna(kept["tied_values"]) and str(kept["tied_values"]):
-            values = ", ".join(f"{float(v):.1%}" for v in str(kept["tied_values"]).split())
-            tie = f", the mean of {int(kept['tied'])} seeds tied on {base}: {values}"
-        one = curves[(curves["column"] == column) & (curves["n"] == 1)]["mean"].iloc[0]
-        parts.append(
-            f"{column} {kept['mean']:.1%} ± {100 * kept['se']:.1f}{tie} (the best of the {top} "
-            f"on it: {last.loc[(column, 'best'), 'mean']:.1%}; one seed on average: {one:.1%})"
-        )
-    pool = curves["pool"].iloc[0] if "pool" in curves else f"over all {top}"
-    return (
-        f"{lead} {pool}: keeping the seed with the best {base} of the {top} gives "
-        f"{'; '.join(parts)} (± one bootstrap standard error over seeds, in points)."
-    )
-
-
-def components_text(table: pd.DataFrame, headline: list[str]) -> str:
-    """Which seed matters, per headline column: init against data order by the generalized
-    test, Holm corrected across the headline columns at family-wise ALPHA."""
-    if (table["source"] == JOINT).all():
-        return (
-            "Which seed matters: not measurable here, each seed set both the initialisation "
-            "and the data order (a factorial design separates them)."
-        )
-    tested = [c for c in headline if (table["column"] == c).any()]
-    first = table.drop_duplicates("column").set_index("column").reindex(tested)
-    adjusted, rejected = holm(first["init_vs_order_p"].tolist(), ALPHA)
-    parts = []
-    for column, p, reject in zip(tested, adjusted, rejected, strict=True):
-        rows = table[table["column"] == column].set_index("source")
-        init, order = rows.loc["init"], rows.loc["data order"]
-        if not reject:
-            answer = f"no difference shown (Holm-adjusted p = {p:.2g})"
-        elif first.loc[column, "init_minus_order_var"] > 0:
-            answer = f"init varies more (Holm-adjusted p = {p:.2g})"
-        else:
-            answer = f"data order varies more (Holm-adjusted p = {p:.2g})"
-        interaction = rows.loc["interaction"]
-        said = (
-            f"interaction {interaction['std']:.1%} [{interaction['std_low']:.1%}, "
-            f"{interaction['std_high']:.1%}]"
-        )
-        if pd.notna(interaction["note"]) and interaction["note"]:
-            said += f" ({interaction['note']})"
-        parts.append(
-            f"{column}: init {init['std']:.1%} [{init['std_low']:.1%}, {init['std_high']:.1%}], "
-            f"data order {order['std']:.1%} [{order['std_low']:.1%}, {order['std_high']:.1%}], "
-            f"{said}: {answer}"
-        )
-    return (
-        "Which seed matters (seed std by source, 95 % intervals; init against data order "
-        f"tested, Holm corrected over {len(tested)} columns at family-wise {ALPHA:g}): "
-        + "; ".join(parts)
-        + "."
-    )
-
-
-def trajectories_text(spread: pd.DataFrame, headline: list[str]) -> str:
-    """How the spread across seeds of each headline column moved during training."""
-    if spread.empty:
-        return "Trajectories: the seeds were trained without one (train.trajectory_examples 0)."
-    parts = []
-    for column in headline:
-        rows = spread[spread["column"] == column].sort_values("step")
-        if not rows["std"].notna().any():
-            parts.append(f"{column}: one seed, no spread")
-            continue
-        widest = rows.loc[rows["std"].idxmax()]
-        parts.append(
-            f"{column} std {rows['std'].iloc[0]:.1%} at step {int(rows['step'].iloc[0])}, "
-            f"widest {widest['std']:.1%} at step {int(widest['step'])}, "
-            f"{rows['std'].iloc[-1]:.1%} at the end (step {int(rows['step'].iloc[-1])})"
-        )
-    return (
-        "Trajectories (std across seeds on the subsample, which adds its own binomial noise): "
-        + "; ".join(parts)
-        + "."
-    )
-
-
-def further_text(results_dir: Path, base: str, headline: list[str]) -> str:
-    """The three paragraphs, from results/."""
-    return "\n\n".join(
-        [
-            best_of_n_text(pd.read_csv(results_dir / "best_of_n.csv"), base, headline),
-            components_text(pd.read_csv(results_dir / "components.csv"), headline),
-            trajectories_text(pd.read_csv(results_dir / "trajectories.csv"), headline),
-        ]
-    )

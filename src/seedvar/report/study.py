@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-from datetime import date
 from pathlib import Path
 
 import matplotlib
@@ -22,10 +21,17 @@ from seedvar.config import Config  # noqa: E402
 from seedvar.data.io import read_table  # noqa: E402
 from seedvar.declared import design_columns, primary_column, primary_set  # noqa: E402
 from seedvar.metrics import other_labels_column  # noqa: E402
-from seedvar.report.past_the_paper import CAPTIONS as FURTHER  # noqa: E402
-from seedvar.report.past_the_paper import further_figures, further_text  # noqa: E402
+from seedvar.report.past_the_paper import further_figures  # noqa: E402
+from seedvar.report.wording import (  # noqa: E402
+    CAPTIONS,
+    TITLE,
+    findings,
+    further_text,
+    interaction_text,
+    label_caveat,
+    made_from,
+)
 from seedvar.results.aggregate import as_trained, diagnostic_masks, flat_headline  # noqa: E402
-from seedvar.stats.analysis import LEAD_RATIO  # noqa: E402
 from seedvar.tracking import provenance  # noqa: E402
 
 OURS, PAPER = "tab:blue", "tab:gray"
@@ -176,51 +182,6 @@ def plot_std(comparison: pd.DataFrame, decision: dict) -> Figure:
     return figure
 
 
-def made_from(config: Config, n_seeds: int, sizes: dict[str, int]) -> str:
-    """What the report was made from: profile, model, sizes, code version and date."""
-    sources = provenance()
-    counted = [f"{size:,} {name}" for name, size in sizes.items()]
-    evaluated = ", ".join(counted[:-1]) + " and " * (len(counted) > 1) + counted[-1]
-    return (
-        f"Made from the {config.profile} study ({config.study_hash()}): {n_seeds} seeds of "
-        f"{config.model.name} fine-tuned on {config.task.name}, {config.train.epochs} epoch(s) "
-        f"on {config.data.max_train_examples or 'all'} training pairs, evaluated on "
-        f"{evaluated} examples; seedvar {sources['version.seedvar']}, commit "
-        f"{sources['git.commit'][:12]}, {date.today().isoformat()}."
-    )
-
-
-def findings(config: Config, comparison: pd.DataFrame, decision: dict, n_seeds: int) -> str:
-    """One paragraph: the spread in numbers, then the tested verdict and the correlation
-    answers (results/verdict.json), each with the reason the decision gives."""
-    reference = config.reference.name if config.reference else None
-    base, tested = primary_column(config.task), list(decision["design"]["tested"])
-
-    def spread(column: str) -> str:
-        row = comparison.loc[column]
-        ours = f"ranges {row.ours_min:.1%}-{row.ours_max:.1%} (std {row.ours_std:.2%}"
-        if reference and "paper_min" in row and pd.notna(row.paper_min):
-            ours += (
-                f"; {reference}: {row.paper_min:.1%}-{row.paper_max:.1%}, std {row.paper_std:.2%}"
-            )
-        return ours + ")"
-
-    widest = comparison.loc[tested, "ours_std"].idxmax()
-    highlights = [
-        c for d in config.diagnostics.values() for c in d.highlight if c in comparison.index
-    ]
-    shown = "".join(f" {column} {spread(column)}." for column in highlights)
-    text = (
-        f"Across {n_seeds} seeds, {base} {spread(base)}. Of the diagnostic sets' headline "
-        f"columns, {widest} spreads widest: it {spread(widest)}.{shown} "
-        f"Verdict: {decision['reason']}. Does {base} predict the diagnostic columns across "
-        f"seeds? Ours: {decision['predicts']['reason']}."
-    )
-    if decision.get("reference_predicts"):
-        text += f" The {reference}: {decision['reference_predicts']['reason']}."
-    return text
-
-
 def one_label_columns(config: Config, agreement: dict[str, pd.DataFrame]) -> dict[str, str]:
     """Each diagnostic column with the gold label all its examples have ("" where several)."""
     found = {}
@@ -230,53 +191,6 @@ def one_label_columns(config: Config, agreement: dict[str, pd.DataFrame]) -> dic
             golds = examples.loc[mask, "gold"].unique()
             found[column] = diagnostic.labels[int(golds[0])] if len(golds) == 1 else ""
     return found
-
-
-def label_caveat(one_label: dict[str, str]) -> str:
-    """What the spread of one-label columns can mean, where there are any."""
-    count = sum(1 for label in one_label.values() if label)
-    if not count:
-        return ""
-    return (
-        f"{count} of the {len(one_label)} diagnostic columns hold examples of one gold "
-        "label (the table's `one gold label`): their spread across seeds includes seeds that "
-        "only answer that label more or less often, which is not a difference in how they "
-        "generalize; the verdict tests such columns by their bias-free counterpart, and plot (b2) "
-        "shows which it is."
-    )
-
-
-def interaction_text(table: pd.DataFrame) -> str:
-    """The seed x subcase interaction beyond one threshold per seed (results/interaction.csv),
-    worded as a lead: per group its chi-square / df and the subcase contributing most."""
-    table = table[table["ratio"].notna()]
-    if table.empty:
-        return ""
-    parts = [
-        f"{row.group} {row.ratio:.2f} ({row.seeds} seeds x {row.subcases} {row.level} "
-        f"subcases; most from {row.top_subcase}, {row.top_share:.0%})"
-        for row in table.itertuples()
-    ]
-    leads = table[table["lead"].astype(bool)]
-    if leads.empty:
-        verdict = (
-            f"none reaches {LEAD_RATIO:g}: what the seeds do on these subcases is as one "
-            "threshold per seed and binomial noise would have it"
-        )
-    else:
-        verdict = (
-            f"at {LEAD_RATIO:g} or more ({', '.join(leads['group'])}) seeds rank the subcases "
-            "differently in a way no single threshold per seed explains, which the "
-            "heuristic-level test cannot see: a lead for where seeds generalize differently"
-        )
-    return (
-        "Seed x subcase interaction beyond one threshold per seed (a lead, not tested; "
-        "results/interaction.csv): chi-square / df " + "; ".join(parts) + ". Near 1 is what "
-        "binomial evaluation noise gives when seeds differ only in a threshold; "
-        + verdict
-        + ". It assumes equal-variance Gaussian evidence and binomial, not paired, noise, so "
-        "the verdict does not rest on it."
-    )
 
 
 def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Path]:
@@ -314,7 +228,7 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
             written.append(path)
         plt.close(figure)
     sizes = {s: len(table) for s, table in agreement.items()}
-    paragraph = made_from(config, len(ours), sizes) + "\n\n"
+    paragraph = made_from(config, len(ours), sizes, provenance()) + "\n\n"
     paragraph += findings(config, comparison, decision, len(ours))
     paragraph += "\n\n" + further_text(results_dir, base, headline)
     interaction = results_dir / "interaction.csv"
@@ -357,24 +271,6 @@ def _comparison_table(comparison: pd.DataFrame, base: str) -> pd.DataFrame:
         if f"{source}_{key}" in comparison
     }
     return comparison[list(columns)].rename(columns=columns).round(4)
-
-
-TITLE = "seedvar: do seeds that score alike generalize alike?"
-CAPTIONS = {
-    "groups": "(a) Accuracy on each diagnostic column, one point per seed; the reference's "
-    "runs in gray.",
-    "scatter": "(b) In-distribution accuracy vs each headline diagnostic column, per seed.",
-    "bias": "(b2) Each headline column against the accuracy on its group's other gold labels, "
-    "per seed, coloured by its bias-free counterpart (AUC where scores exist): points along "
-    "the dotted falling line differ only in how often they answer a label (a threshold), not "
-    "in how they generalize.",
-    "agreement": "(c) Per-example agreement: how many seeds got each example right.",
-    "std": (
-        "(d) Spread across seeds per column: the reference's std; our seed std with evaluation "
-        "noise removed, its 95 % interval, and our evaluation-noise std."
-    ),
-    **FURTHER,
-}
 
 
 def _markdown(paragraph: str, table: pd.DataFrame, figures: dict, reference: str) -> str:

@@ -7,7 +7,7 @@ import json
 import math
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,7 @@ from seedvar.declared import in_distribution_name, primary_column, shown_columns
 from seedvar.errors import SeedvarError
 from seedvar.metrics import MAJORITY_SHARE, Column, diagnostic_columns, majority_share_column
 from seedvar.results.evidence import Evidence, answers, from_predictions
-from seedvar.results.past_the_paper import Noise, write_further
+from seedvar.results.past_the_paper import write_further
 from seedvar.seeds.finished import FinishedSeed
 from seedvar.stats.analysis import (
     Subgroup,
@@ -30,17 +30,24 @@ from seedvar.stats.analysis import (
     multibootstrap,
     nested_subgroups,
 )
-from seedvar.stats.verdict import (
-    Correlation,
-    Prediction,
-    Verdict,
-    correlate,
-    predicts,
-    verdict,
-)
+from seedvar.stats.correlation import Correlation, Prediction, correlate, predicts
+from seedvar.stats.verdict import Verdict, verdict
 
 SCATTER_X, SCATTER_Y = "in-distribution accuracy", "diagnostic accuracy"  # results/scatter.csv
 HEADLINE = "headline"  # results/headline/: the study's DVC metrics, a file per headline entry
+
+
+@dataclass(frozen=True)
+class Aggregated:
+    """What `aggregate` decided, for the records whose sentences the report layer renders:
+    verdict.json, correlations.csv and components.csv (seedvar.report.wording)."""
+
+    evidence: Evidence
+    decision: Verdict
+    predicts: Prediction
+    reference_predicts: Prediction | None
+    correlations: list[Correlation]
+    components: pd.DataFrame  # its notes as reasons
 
 
 def seed_table(runs_dir: Path, seeds: list[int], first: Sequence[str] = ()) -> pd.DataFrame:
@@ -100,21 +107,12 @@ def require_one_recipe(config: Config, runs_dir: Path, seeds: list[int]) -> None
         )
 
 
-def correct_matrix(
-    runs_dir: Path, seeds: list[int], eval_set: str
-) -> tuple[pd.DataFrame, np.ndarray]:
-    """The examples of one set (from the first seed) and a seeds x examples matrix of hits."""
-    examples, predicted = answers(runs_dir, seeds, eval_set)
-    return examples, predicted == examples["gold"].to_numpy()[None, :]
-
-
-def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, object]:
-    """Write seeds.csv, summary.json, verdict.json, the headline, correlations, agreement
-    (per set), Multi-Bootstrap (per diagnostic column), the comparison with the published
-    reference (where the study declares one), the seed x subcase interaction beyond one
-    threshold per seed (interaction.csv: a lead) and the scatter of the DVC plot into
-    `results_dir`; return the headline. No inf or NaN reaches a JSON file: an undefined number
-    is null."""
+def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> Aggregated:
+    """Write seeds.csv, summary.json, the headline, agreement (per set), Multi-Bootstrap (per
+    diagnostic column), the comparison with the published reference (where the study declares
+    one), the seed x subcase interaction (interaction.csv: a lead), the scatter of the DVC plot
+    and the analyses past the paper's into `results_dir`; return the verdict and what else
+    the report layer words. No inf or NaN reaches a JSON file: an undefined number is null."""
     results_dir.mkdir(parents=True, exist_ok=True)
     seeds, task = config.seeds, config.task
     paper = read_table(Path(config.reference.runs)) if config.reference else None
@@ -136,47 +134,40 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> dict[str, ob
     numeric = [c for c in table.columns if c != "seed"]
     summary = describe(table, numeric)
     write_json(results_dir / "summary.json", {"seeds": seeds, "columns": summary.to_dict("index")})
-    correlation_table(correlate(table, base, diagnostic)).to_csv(
-        results_dir / "correlations.csv", index=False
-    )
     _write_agreement(config, runs_dir, results_dir, accuracies)
-
-    compared = [c for c in table.columns if c in numeric and not c.startswith(MAJORITY_SHARE)]
+    compared = [c for c in numeric if not c.startswith(MAJORITY_SHARE)]
     comparison = compare_spread(table, paper, compared, base)
     comparison.to_csv(results_dir / "comparison.csv", index_label="column")
     interaction_table(table, subgroups(config, runs_dir)).to_csv(
         results_dir / "interaction.csv", index=False
     )
-
     decision = verdict(table, evidence.noise, design, prediction_shares(config, table))
     variance = {column: found.paired_var for column, found in evidence.noise.items()}
-    write_further(config, table, runs_dir, results_dir, Noise(variance), design.tested, paper)
+    components = write_further(config, table, runs_dir, results_dir, variance, design.tested, paper)
     overall = [
         c.name for c in accuracies if c.set in config.diagnostics and c.key.endswith("/overall")
     ]
     predicted = [*design.tested, *overall]
-    record = verdict_record(decision, evidence)
-    record["predicts"] = _prediction(predicts(table, base, predicted))
-    record["reference_predicts"] = (
-        _prediction(predicts(paper, base, [c for c in predicted if c in paper]))
-        if paper is not None and base in paper
-        else None
-    )
-    write_json(results_dir / "verdict.json", record)
     scatter = pd.DataFrame(
         {"seed": table["seed"], SCATTER_X: table[base], SCATTER_Y: table[design.tested[0]]}
     )
     scatter.to_csv(results_dir / "scatter.csv", index=False)
     keys = {column.name: column.key for column in columns}
-    headline: dict[str, object] = {
-        keys[c]: _headline(summary.loc[c])
-        for c in shown_columns(task, config.diagnostics)
-        if c in table
-    }
+    shown = [c for c in shown_columns(task, config.diagnostics) if c in table]
+    headline: dict[str, object] = {keys[c]: _headline(summary.loc[c]) for c in shown}
     headline["seeds"] = {"count": len(seeds)}
     headline["verdict"] = {"outcome": decision.outcome}
     write_headline(results_dir / HEADLINE, headline)
-    return headline
+    return Aggregated(
+        evidence,
+        decision,
+        predicts(table, base, predicted),
+        predicts(paper, base, [c for c in predicted if c in paper])
+        if paper is not None and base in paper
+        else None,
+        correlate(table, base, diagnostic),
+        components,
+    )
 
 
 def subgroups(config: Config, runs_dir: Path) -> list[Subgroup]:
@@ -208,24 +199,6 @@ def read_headline(folder: Path) -> dict[str, dict[str, object]]:
     }
 
 
-def verdict_record(decision: Verdict, evidence: Evidence) -> dict[str, object]:
-    """verdict.json's content: the outcome, its reason (words, rule, numbers), the design,
-    how each column's noise was estimated, every column's variance and every test."""
-    return {
-        "outcome": decision.outcome,
-        "reason": decision.text,
-        "rule": decision.reason.rule,
-        "numbers": decision.reason.numbers,
-        "margin": decision.margin,
-        "null_margin": decision.null_margin,
-        "min_seeds": decision.min_seeds,
-        "design": asdict(evidence.design),
-        "noise_method": {c: found.method for c, found in evidence.noise.items()},
-        "columns": [asdict(column) for column in decision.columns],
-        "tests": [asdict(test) for test in decision.tests],
-    }
-
-
 def prediction_shares(config: Config, table: pd.DataFrame) -> dict[str, list[float]]:
     """Per in-distribution set, each seed's share of its most frequent predicted label."""
     return {
@@ -239,13 +212,14 @@ def _write_agreement(
     config: Config, runs_dir: Path, results_dir: Path, columns: list[Column]
 ) -> None:
     """How many seeds got each example right (results/agreement/<set>.csv), for every
-    in-distribution and diagnostic set; Multi-Bootstrap accuracy and interval of
-    every diagnostic column (results/multibootstrap.csv)."""
+    in-distribution and diagnostic set; Multi-Bootstrap accuracy and interval of every
+    diagnostic column (results/multibootstrap.csv)."""
     folder = results_dir / "agreement"
     folder.mkdir(exist_ok=True)
     rows = []
     for set_name in (*config.task.evaluation, *config.diagnostics):
-        examples, correct = correct_matrix(runs_dir, config.seeds, set_name)
+        examples, predicted = answers(runs_dir, config.seeds, set_name)
+        correct = predicted == examples["gold"].to_numpy()[None, :]
         examples["n_correct"] = agreement(correct)
         examples["n_seeds"] = len(config.seeds)
         examples.to_csv(folder / f"{set_name}.csv", index=False)
@@ -255,13 +229,8 @@ def _write_agreement(
         for column in [c for c in columns if c.set == set_name]:
             mean, low, high = multibootstrap(correct[:, masks[column.name]])
             rows.append(
-                {
-                    "set": set_name,
-                    "column": column.name,
-                    "accuracy": mean,
-                    "ci_low": low,
-                    "ci_high": high,
-                }
+                {"set": set_name, "column": column.name, "accuracy": mean}
+                | {"ci_low": low, "ci_high": high}
             )
     pd.DataFrame(rows).to_csv(results_dir / "multibootstrap.csv", index=False)
 
@@ -272,15 +241,6 @@ def diagnostic_masks(
     """Each column of a diagnostic set with the mask of its examples."""
     found = diagnostic_columns(set_name, config.diagnostics[set_name], examples)
     return [(column.name, mask) for column, mask in found]
-
-
-def correlation_table(correlations: list[Correlation]) -> pd.DataFrame:
-    """Correlations as a table (permutation p-values; empty cells where undefined)."""
-    return pd.DataFrame([asdict(c) for c in correlations])
-
-
-def _prediction(prediction: Prediction) -> dict[str, str]:
-    return {"answer": prediction.answer, "reason": prediction.reason}
 
 
 def _headline(stats: pd.Series) -> dict[str, float]:

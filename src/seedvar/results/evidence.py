@@ -32,14 +32,8 @@ from seedvar.metrics import (
     other_labels_column,
 )
 from seedvar.seeds.finished import FinishedSeed
-from seedvar.stats.noise import (
-    ColumnNoise,
-    Scored,
-    binomial_noise,
-    paired_auc_noise,
-    paired_noise,
-)
-from seedvar.stats.verdict import Design, Measure, Noise
+from seedvar.stats.noise import Noise, Scored, binomial_noise, paired_auc_noise, paired_noise
+from seedvar.stats.verdict import Design, Measure
 
 
 @dataclass(frozen=True)
@@ -99,11 +93,6 @@ def label_scores(
     return np.stack(found)
 
 
-def as_noise(found: ColumnNoise) -> Noise:
-    """A bootstrap's noise as the verdict takes it."""
-    return Noise(found.paired_var, tuple(float(v) for v in found.single_var), found.method)
-
-
 def _design(config: Config, majority: dict[str, float], measure: Measure) -> Design:
     reference, tested = design_columns(config.task, config.diagnostics)
     name = auc_column if measure == "AUC" else bias_free_column
@@ -133,8 +122,9 @@ def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evi
         examples, predicted = answers(runs_dir, seeds, name)
         gold = examples["gold"].to_numpy()
         accuracy = in_distribution_name(name, evaluated)
-        found = paired_noise(Scored(gold, predicted, len(task.labels)), accuracy_of_counts)
-        noise[accuracy] = as_noise(found)
+        noise[accuracy] = paired_noise(
+            Scored(gold, predicted, len(task.labels)), accuracy_of_counts
+        )
         majority[accuracy] = float(np.bincount(gold).max() / len(gold))
     _, tested = design_columns(config.task, config.diagnostics)
     for name, declared in config.diagnostics.items():
@@ -146,11 +136,11 @@ def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evi
         )
         scopes = bias_free_scopes(name, declared, examples)
         for column, mask in diagnostic_columns(name, declared, examples):
-            noise[column.name] = as_noise(paired_noise(scored.subset(mask), accuracy_of_counts))
+            noise[column.name] = paired_noise(scored.subset(mask), accuracy_of_counts)
             if column.name in tested:
                 free = paired_auc_noise(scored.subset(scopes[column.name]))
-                noise[auc_column(column.name)] = as_noise(free)
-                extra[auc_column(column.name)] = free.values
+                noise[auc_column(column.name)] = free
+                extra[auc_column(column.name)] = np.asarray(free.values)
                 rest = scopes[column.name] & ~mask
                 if rest.any():
                     hits = predicted[:, rest] == gold[rest]
@@ -200,7 +190,7 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
         majority[accuracy] = float(np.bincount(gold).max() / len(gold))
         if accuracy in table:
             values = table[accuracy].to_numpy(float)
-            noise[accuracy] = as_noise(binomial_noise(values, len(gold)))
+            noise[accuracy] = binomial_noise(values, len(gold))
     extra: dict[str, np.ndarray] = {}
     for name, declared in config.diagnostics.items():
         frame = examples[name]
@@ -210,7 +200,7 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
         for column, mask in found:
             if column.name in table:
                 values = table[column.name].to_numpy(float)
-                noise[column.name] = as_noise(binomial_noise(values, int(mask.sum())))
+                noise[column.name] = binomial_noise(values, int(mask.sum()))
         for column in [c for c, _ in found if c.name in tested]:
             scope = scopes[column.name]
             labels = sorted(set(gold[scope].tolist()))
@@ -236,5 +226,5 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
             free = bias_free_column(column.name)
             extra[free] = values
             method = "delta method on binomial rates"
-            noise[free] = Noise(float(variance.mean()), tuple(variance.tolist()), method)
+            noise[free] = Noise(float(variance.mean()), variance, method, values)
     return Evidence(table.assign(**extra), noise, _design(config, majority, "equal-variance"))

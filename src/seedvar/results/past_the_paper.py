@@ -5,7 +5,7 @@ and when seeds part ways (trajectories)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -14,8 +14,8 @@ from seedvar.config import Config
 from seedvar.declared import primary_column
 from seedvar.seeds.finished import FinishedSeed
 from seedvar.stats.best_of_n import best_of_n_table
+from seedvar.stats.bounds import seed_variance
 from seedvar.stats.components import compare_sources, components
-from seedvar.stats.verdict import seed_variance
 
 JOINT = "seed (init and data order together)"
 OURS = "ours"
@@ -47,29 +47,18 @@ BEST_OF_N_COLUMNS = [
 ]
 
 
-@dataclass(frozen=True)
-class Noise:
-    """Each column's evaluation noise: the variance of one seed's value in differences between
-    seeds on the shared set (paired, from the seeds x examples matrix)."""
-
-    variance: Mapping[str, float]
-
-
 def write_further(
     config: Config,
     table: pd.DataFrame,
     runs_dir: Path,
     results_dir: Path,
-    noise: Noise,
+    noise: Mapping[str, float],
     headline: Sequence[str],
     reference: pd.DataFrame | None = None,
-) -> None:
-    """results/components.csv, best_of_n.csv (ours, and the published reference's where it
-    has the columns), trajectory_seeds.csv and trajectories.csv."""
-    measured = [c for c in table.columns if c in noise.variance]
-    component_table(config, table, measured, noise).to_csv(
-        results_dir / "components.csv", index=False
-    )
+) -> pd.DataFrame:
+    """results/best_of_n.csv (ours, and the published reference's where it has the columns),
+    trajectory_seeds.csv and trajectories.csv; returns the components table (`noise`: each
+    column's paired noise variance), its notes as reasons for the report layer to word."""
     base = primary_column(config.task)
     if config.factorial.cells:
         diagonal = diagonal_seeds(config)
@@ -90,6 +79,7 @@ def write_further(
     per_seed = trajectories(runs_dir, config.seeds, list(headline))
     per_seed.to_csv(results_dir / "trajectory_seeds.csv", index=False)
     trajectory_spread(per_seed).to_csv(results_dir / "trajectories.csv", index=False)
+    return component_table(config, table, [c for c in table.columns if c in noise], noise)
 
 
 def diagonal_seeds(config: Config) -> list[int]:
@@ -105,11 +95,12 @@ def diagonal_seeds(config: Config) -> list[int]:
 
 
 def component_table(
-    config: Config, table: pd.DataFrame, columns: list[str], noise: Noise
+    config: Config, table: pd.DataFrame, columns: list[str], noise: Mapping[str, float]
 ) -> pd.DataFrame:
     """Per column, its seed std split into init, data order and interaction (a factorial
     design, with the test of init against data order), or the joint seed's whole (the paper's
-    design), each with its LEVEL interval and a note where a value is not identified."""
+    design), each with its LEVEL interval and a note (a reason) where a value is not
+    identified; `noise`: each column's paired noise variance."""
     cells = config.factorial.cells
     if not cells:
         rows = [
@@ -122,7 +113,7 @@ def component_table(
                 "share": 1.0 if row.seed_std else None,
                 "note": row.note,
             }
-            for row in seed_variance(table, noise.variance, columns)
+            for row in seed_variance(table, noise, columns)
         ]
         return pd.DataFrame(rows, columns=COMPONENT_COLUMNS)
     shape = config.factorial.shape
@@ -130,13 +121,14 @@ def component_table(
     rows = []
     for column in columns:
         values = ordered[column].to_numpy(dtype=float).reshape(shape)
-        noise_var = float(noise.variance[column])
+        noise_var = float(noise[column])
         comparison = compare_sources(column, values, noise_var)
         tested = {
             "init_minus_order_var": comparison.difference_var,
             "init_vs_order_p": comparison.p_value,
         }
-        rows += [asdict(c) | tested for c in components(column, values, noise_var)]
+        found = components(column, values, noise_var)
+        rows += [asdict(c) | tested | {"note": c.note} for c in found]
     return pd.DataFrame(rows, columns=COMPONENT_COLUMNS)
 
 

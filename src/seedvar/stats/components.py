@@ -1,19 +1,14 @@
 """Variance components of a factorial seed design (pure functions, no I/O).
 
-A factorial study trains every pair of an init seed (classifier head, dropout) and a
-data-order seed, one run per cell. Per column the cells' accuracies follow the two-way
-random-effects model y = mu + init + order + interaction + noise, with the evaluation noise's
-variance known: the paired noise of one seed's value in differences between seeds on the shared
-set, estimated upstream from the seeds x examples matrix. With one run per cell the interaction
-is what remains of the residual mean square after that noise; where the noise exceeds the
-residual the interaction is not identified, and the component's note says so (with the
-chi-square goodness-of-fit p-value of the noise model). Point estimates are ANOVA's (method of
-moments, negative ones set to 0); the intervals are generalized confidence intervals
-(Weerahandi 1993): each mean square's expectation drawn from its chi-square pivot, the
-components computed from the draws, truncated at 0, their percentiles taken. They stay valid
-for 3 x 3 designs, where Satterthwaite's interval undercovers. Init against data order is a
-generalized test on the same pivot draws (exactly the two-sided F test in square designs), Holm
-corrected across columns.
+Every pair of an init seed (classifier head, dropout) and a data-order seed is one run. Per
+column the cells follow the two-way random-effects model y = mu + init + order + interaction +
+noise, the noise's variance known (the paired evaluation noise). With one run per cell the
+interaction is what the residual mean square leaves after that noise; where the noise exceeds
+the residual it is not identified, and the note says so. Point estimates are ANOVA's (negative
+ones set to 0); the intervals are generalized confidence intervals (Weerahandi 1993: each mean
+square's expectation drawn from its chi-square pivot), valid for 3 x 3 designs where
+Satterthwaite's undercovers. Init against data order is a generalized test on the same draws
+(the two-sided F test in square designs), Holm corrected across columns.
 """
 
 from __future__ import annotations
@@ -24,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+
+from seedvar.stats.reason import Reason
 
 LEVEL = 0.95
 ALPHA = 0.05  # family-wise error rate of the init-against-data-order tests
@@ -43,7 +40,7 @@ class Component:
     std_low: float
     std_high: float
     share: float | None  # of the seed variance (components summed); None when all are 0
-    note: str | None = None
+    note: Reason | None = None
 
 
 @dataclass(frozen=True)
@@ -147,21 +144,15 @@ def noise_fit_p(squares: MeanSquares, noise_var: float) -> float | None:
     return float(stats.chi2.cdf(statistic, squares.df_residual))
 
 
-def interaction_note(squares: MeanSquares, noise_var: float) -> str | None:
-    """Why the interaction is not identified (the noise exceeds the residual), or None."""
+def interaction_note(squares: MeanSquares, noise_var: float) -> Reason | None:
+    """Why the interaction is not identified (the noise exceeds the residual), with the
+    noise model's p where the data reject it at ALPHA, or None."""
     if noise_var <= squares.residual:
         return None
-    note = (
-        f"evaluation noise {100 * math.sqrt(noise_var):.1f} points exceeds the residual "
-        f"{100 * math.sqrt(squares.residual):.1f} points: the interaction is not identified"
-    )
     fit = noise_fit_p(squares, noise_var)
-    if fit is not None and fit < ALPHA:
-        note += (
-            f"; a residual this small under that noise has p = {fit:.2g} (chi-square, lower "
-            f"tail, {squares.df_residual} df): the data reject the noise model"
-        )
-    return note
+    numbers = {"noise": math.sqrt(noise_var), "residual": math.sqrt(squares.residual)}
+    rejected = fit if fit is not None and fit < ALPHA else None
+    return Reason("not identified", numbers | {"p": rejected, "df": squares.df_residual})
 
 
 def components(

@@ -54,15 +54,16 @@ class Scored:
 
 
 @dataclass(frozen=True)
-class ColumnNoise:
-    """A statistic per seed and its evaluation noise: `paired_var`, the noise variance of one
-    seed's value in differences between seeds (what the spread across seeds is net of), and
-    `single_var`, each seed's own sampling variance (for a test of one seed against chance)."""
+class Noise:
+    """A column's evaluation noise: `paired_var`, the noise variance of one seed's value in
+    differences between seeds (what the spread across seeds is net of); `single_var`, each
+    seed's own sampling variance (for a test of one seed against chance); how it was
+    estimated; and, where estimated here, the statistic per seed (`values`)."""
 
-    values: np.ndarray
     paired_var: float
     single_var: np.ndarray
     method: str
+    values: np.ndarray | None = None
 
 
 def confusion(gold: np.ndarray, predicted: np.ndarray, n_labels: int) -> np.ndarray:
@@ -98,29 +99,39 @@ def _weights(groups: list[np.ndarray], n_units: int, size: int, rng) -> np.ndarr
     return weights
 
 
+def _bootstrap(
+    scored: Scored, resamples: int, seed: int, draw: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """`draw` (unit weights, chunk x U -> chunk x seeds) over `resamples` resamples."""
+    unit, groups = _units(scored)
+    rng = np.random.default_rng(seed)
+    return np.concatenate(
+        [
+            draw(_weights(groups, int(unit.max()) + 1, min(_CHUNK, resamples - start), rng))
+            for start in range(0, resamples, _CHUNK)
+        ]
+    )
+
+
 def paired_noise(
     scored: Scored, statistic: Statistic, resamples: int = RESAMPLES, seed: int = 0
-) -> ColumnNoise:
+) -> Noise:
     """The statistic per seed and its paired-bootstrap evaluation noise (module docstring)."""
     n_labels = scored.n_labels
-    counts = confusion(scored.gold, scored.predicted, n_labels)  # seeds x L x L
-    values = statistic(counts)
-    k = len(values)
-    unit, groups = _units(scored)
+    values = statistic(confusion(scored.gold, scored.predicted, n_labels))  # seeds x L x L
+    k, cells = len(values), n_labels * n_labels
+    unit, _ = _units(scored)
     n_units = int(unit.max()) + 1
     codes = scored.gold[None, :] * n_labels + scored.predicted  # seeds x n
-    cells = n_labels * n_labels
     columns = np.arange(k)[:, None] * cells + codes  # seeds x n: (seed, gold, predicted)
     flat = (unit[None, :] * (k * cells) + columns).ravel()
     per_unit = np.bincount(flat, minlength=n_units * k * cells).reshape(n_units, k * cells)
     per_unit = per_unit.astype(float)  # per unit, seed and (gold, predicted): a count
-    rng = np.random.default_rng(seed)
-    drawn = []
-    for start in range(0, resamples, _CHUNK):
-        weights = _weights(groups, n_units, min(_CHUNK, resamples - start), rng)
-        resampled = (weights @ per_unit).reshape(-1, k, n_labels, n_labels)
-        drawn.append(statistic(resampled))
-    return _paired(values, np.concatenate(drawn), scored, "")
+
+    def draw(weights: np.ndarray) -> np.ndarray:
+        return statistic((weights @ per_unit).reshape(-1, k, n_labels, n_labels))
+
+    return _paired(values, _bootstrap(scored, resamples, seed, draw), scored, "")
 
 
 def weighted_auc(score: np.ndarray, positive: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -151,38 +162,37 @@ def label_auc(scores: np.ndarray, gold: np.ndarray, weights: np.ndarray) -> np.n
     return np.mean([weighted_auc(scores[:, x], gold == x, weights) for x in chosen], axis=0)
 
 
-def paired_auc_noise(scored: Scored, resamples: int = RESAMPLES, seed: int = 0) -> ColumnNoise:
+def paired_auc_noise(scored: Scored, resamples: int = RESAMPLES, seed: int = 0) -> Noise:
     """Each seed's `label_auc` and its paired-bootstrap evaluation noise: the same units and
     strata as `paired_noise`, resampled once for all seeds."""
-    if scored.scores is None:
+    scores = scored.scores
+    if scores is None:
         raise ValueError("an AUC needs the seeds' scores")
     ones = np.ones((1, len(scored.gold)))
-    values = np.array([label_auc(s, scored.gold, ones)[0] for s in scored.scores])
-    unit, groups = _units(scored)
-    rng = np.random.default_rng(seed)
-    drawn = []
-    for start in range(0, resamples, _CHUNK):
-        weights = _weights(groups, int(unit.max()) + 1, min(_CHUNK, resamples - start), rng)
-        per_example = weights[:, unit]
-        drawn.append(np.stack([label_auc(s, scored.gold, per_example) for s in scored.scores], 1))
-    return _paired(values, np.concatenate(drawn), scored, "AUC, ")
+    values = np.array([label_auc(s, scored.gold, ones)[0] for s in scores])
+    unit, _ = _units(scored)
+
+    def draw(weights: np.ndarray) -> np.ndarray:
+        return np.stack([label_auc(s, scored.gold, weights[:, unit]) for s in scores], 1)
+
+    return _paired(values, _bootstrap(scored, resamples, seed, draw), scored, "AUC, ")
 
 
-def _paired(values: np.ndarray, stats: np.ndarray, scored: Scored, what: str) -> ColumnNoise:
+def _paired(values: np.ndarray, stats: np.ndarray, scored: Scored, what: str) -> Noise:
     """The noise of resampled statistics (resamples x seeds): paired and single."""
     k = stats.shape[1]
     single = stats.var(axis=0, ddof=1)
     if k < 2:
-        return ColumnNoise(values, float(single.mean()), single, f"{what}bootstrap (one seed)")
+        return Noise(float(single.mean()), single, f"{what}bootstrap (one seed)", values)
     deviations = stats - stats.mean(axis=1, keepdims=True)
     paired = float(deviations.var(axis=0, ddof=1).mean() * k / (k - 1))
     unit_name = "examples" if scored.clusters is None else "clusters"
     design = "" if scored.strata is None else ", within strata"
-    return ColumnNoise(values, paired, single, f"{what}paired bootstrap over {unit_name}{design}")
+    return Noise(paired, single, f"{what}paired bootstrap over {unit_name}{design}", values)
 
 
-def binomial_noise(values: np.ndarray, n_examples: int) -> ColumnNoise:
+def binomial_noise(values: np.ndarray, n_examples: int) -> Noise:
     """Accuracies of seeds on independent examples, where only their rates are known (a
     published table): p(1-p)/n for both, which overstates the paired noise of a shared set."""
     single = values * (1 - values) / n_examples
-    return ColumnNoise(values, float(single.mean()), single, "binomial (rates only)")
+    return Noise(float(single.mean()), single, "binomial (rates only)", values)

@@ -24,9 +24,8 @@ import numpy as np
 import pandas as pd
 
 from seedvar.metrics import accuracy_of_counts, bias_free_accuracy
-from seedvar.results.evidence import as_noise
-from seedvar.stats.noise import Scored, paired_auc_noise, paired_noise
-from seedvar.stats.verdict import Design, Noise
+from seedvar.stats.noise import Noise, Scored, paired_auc_noise, paired_noise
+from seedvar.stats.verdict import Design
 
 REFERENCE, TESTED = "reference", "tested (label 1)"
 BIAS_FREE, EQUAL_VARIANCE = f"{TESTED} [AUC]", f"{TESTED} [bias-free]"
@@ -101,6 +100,4 @@ def study(
         BIAS_FREE: paired_auc_noise(tested, resamples, seed),
         EQUAL_VARIANCE: paired_noise(tested, bias_free_accuracy, resamples, seed),
     }
-    table = pd.DataFrame({name: f.values for name, f in found.items()})
-    noise = {name: as_noise(f) for name, f in found.items()}
-    return table, noise, DESIGN
+    return pd.DataFrame({name: f.values for name, f in found.items()}), found, DESIGN

@@ -16,10 +16,12 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from seedvar.config import Config  # noqa: E402
 from seedvar.declared import headline_mean_column, primary_column  # noqa: E402
+from seedvar.report.wording import sweep_summary  # noqa: E402
 from seedvar.results.aggregate import prediction_shares  # noqa: E402
 from seedvar.results.evidence import from_predictions  # noqa: E402
 from seedvar.seeds.finished import FinishedSeed  # noqa: E402
-from seedvar.stats.verdict import Noise, SweepVerdict, sweep_verdict  # noqa: E402
+from seedvar.stats.noise import Noise  # noqa: E402
+from seedvar.stats.sweep import SweepVerdict, sweep_verdict  # noqa: E402
 from seedvar.sweep.trial import MLFLOW_RUN_ATTR, OUTPUT_DIR_ATTR, SEEDS_ATTR  # noqa: E402
 
 
@@ -106,22 +108,6 @@ def decide(config: Config, study: optuna.Study) -> SweepVerdict | None:
     return sweep_verdict(tables, noise, design, shares)
 
 
-def summary(config: Config, table: pd.DataFrame, decision: SweepVerdict | None) -> str:
-    """The configurations' accuracy and spread in numbers, then the tested verdict."""
-    complete = table[table["state"] == "COMPLETE"]
-    if decision is None or complete.empty:
-        return "No trial has completed yet."
-    pruned = int((table["state"] == "PRUNED").sum())
-    names = axes_of(config)
-    accuracy, spread, base_spread = (complete[name] for name in names)
-    return (
-        f"{len(complete)} configurations completed ({pruned} pruned). {names[0]} ranged "
-        f"{accuracy.min():.1%}-{accuracy.max():.1%}. {names[1]} ranged {spread.min():.2%}-"
-        f"{spread.max():.2%} (median {spread.median():.2%}), against {names[2]} of "
-        f"{base_spread.min():.2%}-{base_spread.max():.2%}. Verdict: {decision.reason}."
-    )
-
-
 def write_sweep_outputs(config: Config, study: optuna.Study, out_dir: Path) -> list[Path]:
     """trials.csv, optimization history, parameter importances, accuracy vs spread, report.md."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -157,8 +143,9 @@ def write_sweep_outputs(config: Config, study: optuna.Study, out_dir: Path) -> l
     params = [c for c in table if c.startswith("param/")]
     columns = ["trial", "state", "default", *params, *axes_of(config)]
     shown = table[[c for c in columns if c in table]]
+    summary = sweep_summary(axes_of(config), table, decide(config, study))
     report = (
-        f"# Sweep `{study.study_name}`\n\n{summary(config, table, decide(config, study))}\n\n"
+        f"# Sweep `{study.study_name}`\n\n{summary}\n\n"
         f"{shown.to_markdown(index=False, floatfmt='.4g')}\n\n"
         + "".join(f"![{name}]({name}.png)\n\n" for name in figures)
     )

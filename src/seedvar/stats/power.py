@@ -1,0 +1,87 @@
+"""How many seeds a study needs (pure functions, no I/O): the power of the verdict's test to
+pass a headline column, and the seeds at which a column would be ruled out."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from scipy import stats
+
+from seedvar.stats.bounds import ALPHA, SEED_FLOOR, STD_FLOOR, STD_RATIO, variance_bound
+
+# Power rule: a study needs enough seeds to detect, with DESIGN_POWER, a headline seed std of
+# DESIGN_SEED_STD (5 points; the paper's runs show 2.4 to 12 points on HANS), given the
+# in-distribution reference's own measured seed std.
+DESIGN_SEED_STD = 0.05
+DESIGN_POWER = 0.8
+MAX_SEEDS = 200  # beyond this many seeds the power rule gives up
+POWER_DRAWS = 2000  # simulated studies behind each power figure
+_SHAPES = np.random.default_rng(0).standard_normal((2, POWER_DRAWS, MAX_SEEDS))
+
+
+def detection_power(
+    n_seeds: int,
+    reference_seed_var: float,
+    reference_noise_var: float,
+    tested_noise_var: float,
+    comparisons: int,
+    seed_std: float = DESIGN_SEED_STD,
+    alpha: float = ALPHA,
+) -> float:
+    """Power of the verdict's test to pass one headline column whose true seed std is
+    `seed_std`, given the reference's seed variance, the alpha split over `comparisons`
+    bounds; `tested_noise_var`: the larger noise of the column and of its bias-free
+    counterpart, both of which must pass.
+
+    For normal seeds, of the very bounds the verdict uses: each bound is the sample variance
+    times a factor of the sample's shape, independent of the variance for normal seeds, so
+    over fixed draws of the shapes (the first `n_seeds` of POWER_DRAWS samples: a seed more
+    adds to the same studies) the tested variance is integrated exactly. 0 below SEED_FLOOR."""
+    if n_seeds < SEED_FLOOR:
+        return 0.0
+    df, one_sided = n_seeds - 1, alpha / comparisons
+    reference, tested = _SHAPES[0, :, :n_seeds], _SHAPES[1, :, :n_seeds]
+    upper = variance_bound(reference, one_sided)  # of standard normal seeds
+    margin = np.maximum(
+        STD_RATIO**2 * (reference_seed_var + reference_noise_var) * upper, STD_FLOOR**2
+    )
+    factor = variance_bound(tested, 1 - one_sided) / tested.var(axis=-1, ddof=1)
+    needed = (margin + tested_noise_var) * df / (factor * (seed_std**2 + tested_noise_var))
+    return float(np.mean(stats.chi2.sf(needed, df)))
+
+
+@functools.lru_cache(maxsize=256)
+def minimum_seeds(
+    reference_seed_var: float,
+    reference_noise_var: float,
+    tested_noise_var: float,
+    comparisons: int,
+    seed_std: float = DESIGN_SEED_STD,
+    power: float = DESIGN_POWER,
+    alpha: float = ALPHA,
+) -> int | None:
+    """Smallest number of seeds (at least SEED_FLOOR) at which `detection_power` reaches
+    `power`, or None when even MAX_SEEDS do not (sets so small, or a reference so spread,
+    that the margin alone exceeds `seed_std`)."""
+    if seed_std <= STD_FLOOR:
+        raise ValueError(f"a design seed std of {seed_std} cannot exceed the floor {STD_FLOOR}")
+    arguments = (reference_seed_var, reference_noise_var, tested_noise_var, comparisons)
+    seeds = range(SEED_FLOOR, MAX_SEEDS + 1)
+    return next(
+        (k for k in seeds if detection_power(k, *arguments, seed_std, alpha) >= power), None
+    )
+
+
+def seeds_to_rule_out(
+    seed_var: float, noise_var: float, margin: float, one_sided: float
+) -> int | None:
+    """Seeds at which a column of the measured seed and noise variances would have its
+    one-sided (chi-square) seed-std upper bound below `margin`; None when no number up to
+    MAX_SEEDS would."""
+    total = seed_var + noise_var
+
+    def upper(k: int) -> float:
+        return total * (k - 1) / stats.chi2.ppf(one_sided, k - 1) - noise_var
+
+    return next((k for k in range(SEED_FLOOR, MAX_SEEDS + 1) if upper(k) < margin**2), None)
