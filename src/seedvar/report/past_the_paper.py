@@ -13,13 +13,14 @@ from matplotlib.figure import Figure
 from seedvar.results.past_the_paper import OURS
 
 
-def _panels(count: int) -> tuple[Figure, list]:
-    """A figure of `count` panels, at most four to a row."""
-    columns = min(count, 4)
+def panels(
+    count: int, width: float = 4.2, height: float = 3.8, columns: int = 4
+) -> tuple[Figure, list]:
+    """A figure of `count` panels of `width` x `height` inches, at most `columns` to a row."""
+    columns = min(count, columns)
     rows = -(-count // columns)
-    figure, axes = plt.subplots(
-        rows, columns, figsize=(4.2 * columns, 3.8 * rows), layout="constrained", squeeze=False
-    )
+    size = (width * columns, height * rows)
+    figure, axes = plt.subplots(rows, columns, figsize=size, layout="constrained", squeeze=False)
     for axis in axes.flat[count:]:
         axis.set_visible(False)
     return figure, list(axes.flat[:count])
@@ -39,7 +40,7 @@ def further_figures(results_dir: Path, headline: list[str]) -> dict[str, Figure]
 def plot_best_of_n(curves: pd.DataFrame) -> Figure:
     """(e) One panel per column: its best-of-n curve, and the chosen-by-validation curve."""
     columns = list(dict.fromkeys(curves["column"]))
-    figure, axes = _panels(len(columns))
+    figure, axes = panels(len(columns))
     for axis, column in zip(axes, columns, strict=True):
         rows = curves[curves["column"] == column]
         for (runs, curve), frame in rows.groupby(["runs", "curve"], sort=False):
@@ -84,7 +85,7 @@ def plot_components(table: pd.DataFrame, headline: list[str]) -> Figure:
 
 def plot_trajectories(per_seed: pd.DataFrame, headline: list[str]) -> Figure:
     """(g) One panel per headline column: each seed's accuracy over training steps."""
-    figure, axes = _panels(len(headline))
+    figure, axes = panels(len(headline))
     for axis, column in zip(axes, headline, strict=True):
         rows = per_seed[per_seed["column"] == column]
         for _, seed in rows.groupby("seed"):

@@ -21,7 +21,7 @@ from seedvar.config import Config  # noqa: E402
 from seedvar.data.io import read_table  # noqa: E402
 from seedvar.declared import design_columns, primary_column, primary_set  # noqa: E402
 from seedvar.metrics import other_labels_column  # noqa: E402
-from seedvar.report.past_the_paper import further_figures  # noqa: E402
+from seedvar.report.past_the_paper import further_figures, panels  # noqa: E402
 from seedvar.report.wording import (  # noqa: E402
     CAPTIONS,
     TITLE,
@@ -42,11 +42,9 @@ def plot_groups(
 ) -> Figure:
     """(a) Accuracy on each column of each diagnostic set, one point per seed; the published
     reference's runs (`name`) beside ours where it has the column."""
-    figure, axes = plt.subplots(
-        len(by_set), 1, figsize=(14, 4.5 * len(by_set)), layout="constrained", squeeze=False
-    )
+    figure, axes = panels(len(by_set), 14, 4.5, columns=1)
     jitter = np.random.default_rng(0)
-    for axis, (set_name, columns) in zip(axes[:, 0], by_set.items(), strict=True):
+    for axis, (set_name, columns) in zip(axes, by_set.items(), strict=True):
         positions = np.arange(len(columns))
         tables = [(0.18, ours, OURS, f"ours ({len(ours)} seeds)")]
         if paper is not None and all(c in paper for c in columns):
@@ -57,9 +55,8 @@ def plot_groups(
             ys = np.concatenate([table[c].to_numpy() for c in columns])
             axis.scatter(xs, ys, s=9, alpha=0.6, color=color, label=label)
         axis.set_xticks(positions, columns, rotation=70, ha="right", fontsize=8)
-        axis.set_ylabel("accuracy")
-        axis.set_ylim(-0.03, 1.03)
-        axis.set_title(f"{set_name}: accuracy per column across seeds")
+        title = f"{set_name}: accuracy per column across seeds"
+        axis.set(ylabel="accuracy", ylim=(-0.03, 1.03), title=title)
         axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside: no point under it
     return figure
 
@@ -69,21 +66,16 @@ def plot_scatter(
 ) -> Figure:
     """(b) The primary in-distribution accuracy against each tested headline column, one point
     per seed (labelled), beside the reference's runs; both axes span 0-1 so spreads compare."""
-    figure, axes = plt.subplots(
-        1, len(tested), figsize=(5 * len(tested), 5), layout="constrained", squeeze=False
-    )
-    for axis, column in zip(axes[0], tested, strict=True):
+    figure, axes = panels(len(tested), 5, 5, columns=len(tested))
+    for axis, column in zip(axes, tested, strict=True):
         if paper is not None and column in paper and base in paper:
             axis.scatter(paper[base], paper[column], s=12, color=PAPER, label=name)
         axis.scatter(ours[base], ours[column], color=OURS, label=f"ours ({len(ours)} seeds)")
         for _, row in ours.iterrows():  # clipped to the axes: a seed at 100 % stays inside
             point = (row[base], row[column])
             axis.annotate(str(int(row["seed"])), point, fontsize=7, annotation_clip=True)
-        axis.set_xlim(-0.02, 1.02)
-        axis.set_ylim(-0.02, 1.02)
-        axis.set_aspect("equal")
-        axis.set_xlabel(base)
-        axis.set_ylabel(column)
+        axis.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), aspect="equal")
+        axis.set(xlabel=base, ylabel=column)
         axis.legend(loc="upper left")
     figure.suptitle("In-distribution vs diagnostic accuracy, per seed")
     return figure
@@ -91,44 +83,29 @@ def plot_scatter(
 
 def plot_agreement(tables: dict[str, pd.DataFrame]) -> Figure:
     """(c) How many seeds got each example right, per set."""
-    figure, axes = plt.subplots(
-        1, len(tables), figsize=(5.5 * len(tables), 4), layout="constrained", squeeze=False
-    )
-    for axis, (name, table) in zip(axes[0], tables.items(), strict=True):
+    figure, axes = panels(len(tables), 5.5, 4, columns=len(tables))
+    for axis, (name, table) in zip(axes, tables.items(), strict=True):
         n_seeds = int(table["n_seeds"].iloc[0])
         axis.hist(table["n_correct"], bins=np.arange(n_seeds + 2) - 0.5, color=OURS)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole seeds only
-        axis.set_xlabel(f"seeds correct (of {n_seeds})")
-        axis.set_ylabel("examples")
-        axis.set_title(f"{name}: per-example agreement")
+        xlabel, title = f"seeds correct (of {n_seeds})", f"{name}: per-example agreement"
+        axis.set(xlabel=xlabel, ylabel="examples", title=title)
     return figure
 
 
 def plot_bias(ours: pd.DataFrame, headline: list[str], counterpart: dict[str, str]) -> Figure:
-    """(b2) Per headline column, each seed's accuracy on it against its accuracy on the other
-    gold labels of the same group, coloured by its bias-free counterpart (`counterpart`: the
-    verdict's design, AUC or equal-variance): seeds that only answer a label more or less
-    often fall on a line from upper left to lower right."""
+    """(b2) Per headline column, each seed's accuracy on it against that on its group's other
+    gold labels, coloured by its bias-free counterpart: a threshold falls on a falling line."""
     shown = [c for c in headline if other_labels_column(c) in ours]
-    figure, axes = plt.subplots(
-        1, max(len(shown), 1), figsize=(4.2 * max(len(shown), 1), 4), layout="constrained"
-    )
-    axes = np.atleast_1d(axes)
+    figure, axes = panels(max(len(shown), 1), 4.2, 4, columns=max(len(shown), 1))
     for axis, column in zip(axes, shown, strict=False):
+        x, colour = ours[other_labels_column(column)], ours[counterpart[column]]
         points = axis.scatter(
-            ours[other_labels_column(column)],
-            ours[column],
-            c=ours[counterpart[column]],
-            cmap="viridis",
-            vmin=0.5,
-            vmax=1.0,
-            edgecolors="black",
+            x, ours[column], c=colour, cmap="viridis", vmin=0.5, vmax=1.0, edgecolors="black"
         )
         axis.plot([0, 1], [1, 0], color="gray", linestyle=":", label="a pure threshold shift")
-        axis.set_xlim(-0.03, 1.03)
-        axis.set_ylim(-0.03, 1.03)
+        axis.set(xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), ylabel=column)
         axis.set_xlabel("accuracy on its group's other labels")
-        axis.set_ylabel(column)
         axis.set_title(column, fontsize=9)
         figure.colorbar(points, ax=axis, label=counterpart[column].rsplit(" ", 1)[-1])
     if not shown:
@@ -138,46 +115,25 @@ def plot_bias(ours: pd.DataFrame, headline: list[str], counterpart: dict[str, st
 
 
 def plot_std(comparison: pd.DataFrame, decision: dict) -> Figure:
-    """(d) Spread across seeds per column: the reference's std (if any) beside our seed std
-    (evaluation noise removed) with its 95 % interval and our evaluation-noise std
-    (results/verdict.json)."""
+    """(d) Per column the reference's std beside our seed std, its 95 % interval and our
+    evaluation-noise std (results/verdict.json)."""
     columns = ["seed_std", "seed_std_low", "seed_std_high", "noise_std"]
     ours = pd.DataFrame(decision["columns"]).set_index("column")[columns]
     ours = ours.astype(float).reindex(comparison.index)  # None (one seed: no std) -> NaN
     figure, axis = plt.subplots(figsize=(14, 5), layout="constrained")
     positions = np.arange(len(comparison))
     if "paper_std" in comparison:
-        axis.bar(
-            positions - 0.2, comparison["paper_std"], width=0.4, color=PAPER, label="reference: std"
-        )
-    axis.bar(
-        positions + 0.2,
-        ours["seed_std"],
-        width=0.4,
-        color=OURS,
-        label="ours: seed std (evaluation noise removed)",
-    )
-    axis.errorbar(
-        positions + 0.2,
-        ours["seed_std"],
-        yerr=[ours["seed_std"] - ours["seed_std_low"], ours["seed_std_high"] - ours["seed_std"]],
-        fmt="none",
-        ecolor="black",
-        capsize=2,
-        label="ours: 95 % interval of the seed std",
-    )
-    axis.scatter(
-        positions + 0.2,
-        ours["noise_std"],
-        marker="_",
-        s=80,
-        color="black",
-        zorder=3,
-        label="ours: evaluation-noise std",
-    )
+        reference = comparison["paper_std"]
+        axis.bar(positions - 0.2, reference, width=0.4, color=PAPER, label="reference: std")
+    x, std = positions + 0.2, ours["seed_std"]
+    axis.bar(x, std, width=0.4, color=OURS, label="ours: seed std (evaluation noise removed)")
+    interval = [std - ours["seed_std_low"], ours["seed_std_high"] - std]
+    label = "ours: 95 % interval of the seed std"
+    axis.errorbar(x, std, yerr=interval, fmt="none", ecolor="black", capsize=2, label=label)
+    label = "ours: evaluation-noise std"
+    axis.scatter(x, ours["noise_std"], marker="_", s=80, color="black", zorder=3, label=label)
     axis.set_xticks(positions, comparison.index, rotation=70, ha="right", fontsize=8)
-    axis.set_ylabel("std across seeds (accuracy)")
-    axis.set_title("Spread across seeds per column")
+    axis.set(ylabel="std across seeds (accuracy)", title="Spread across seeds per column")
     figure.legend(loc="outside right upper")
     return figure
 
@@ -187,7 +143,7 @@ def one_label_columns(config: Config, agreement: dict[str, pd.DataFrame]) -> dic
     found = {}
     for set_name, diagnostic in config.diagnostics.items():
         examples = agreement[set_name]
-        for column, mask in diagnostic_masks(config, set_name, examples):
+        for column, mask in diagnostic_masks(config, set_name, examples).items():
             golds = examples.loc[mask, "gold"].unique()
             found[column] = diagnostic.labels[int(golds[0])] if len(golds) == 1 else ""
     return found
@@ -208,10 +164,8 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
         s: [c for c in multibootstrap_columns(results_dir, s) if not c.endswith("overall")]
         for s in config.diagnostics
     }
-    base, headline = (
-        primary_column(config.task),
-        list(design_columns(config.task, config.diagnostics)[1]),
-    )
+    base = primary_column(config.task)
+    headline = list(design_columns(config.task, config.diagnostics)[1])
     figures = {
         "groups": plot_groups(ours, paper, by_set, name),
         "scatter": plot_scatter(ours, paper, base, headline, name),
@@ -237,7 +191,7 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
     one_label = one_label_columns(config, agreement)
     if caveat := label_caveat(one_label):
         paragraph += "\n\n" + caveat
-    table = _comparison_table(comparison, primary_column(config.task))
+    table = _comparison_table(comparison, base)
     table["one gold label"] = [one_label.get(column, "") for column in table.index]
     (report_dir / "report.md").write_text(_markdown(paragraph, table, figures, name))
     (report_dir / "report.html").write_text(_html(paragraph, table, figures, report_dir, name))
@@ -255,10 +209,8 @@ def report_study(config: Config, results_dir: Path, report_dir: Path) -> tuple[l
     run; returns the files written and that run's id."""
     config = as_trained(config, Path(config.output_dir))
     written = write_report(config, results_dir, report_dir)
-    run_id = tracking.log_study_results(
-        config, flat_headline(results_dir), [results_dir, report_dir]
-    )
-    return written, run_id
+    headline = flat_headline(results_dir)
+    return written, tracking.log_study_results(config, headline, [results_dir, report_dir])
 
 
 def _comparison_table(comparison: pd.DataFrame, base: str) -> pd.DataFrame:

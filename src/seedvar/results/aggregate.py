@@ -21,15 +21,7 @@ from seedvar.metrics import MAJORITY_SHARE, Column, diagnostic_columns, majority
 from seedvar.results.evidence import Evidence, answers, from_predictions
 from seedvar.results.past_the_paper import write_further
 from seedvar.seeds.finished import FinishedSeed
-from seedvar.stats.analysis import (
-    Subgroup,
-    agreement,
-    compare_spread,
-    describe,
-    interaction_table,
-    multibootstrap,
-    nested_subgroups,
-)
+from seedvar.stats import analysis
 from seedvar.stats.correlation import Correlation, Prediction, correlate, predicts
 from seedvar.stats.verdict import Verdict, verdict
 
@@ -51,9 +43,8 @@ class Aggregated:
 
 
 def seed_table(runs_dir: Path, seeds: list[int], first: Sequence[str] = ()) -> pd.DataFrame:
-    """One row per seed: the seed, then the `first` columns there are (a published reference's
-    order, the in-distribution sets'), then the rest; every seed must have finished and report
-    the same columns (e.g. the same diagnostic groups)."""
+    """One row per finished seed: the seed, the `first` columns there are, then the rest; every
+    seed must report the same columns."""
     rows = []
     for seed in seeds:
         job = FinishedSeed(runs_dir, seed)
@@ -80,10 +71,9 @@ def seed_table(runs_dir: Path, seeds: list[int], first: Sequence[str] = ()) -> p
 def as_trained(config: Config, runs_dir: Path) -> Config:
     """The study's config with its "auto" precisions as its first finished seed chose them
     (the machine that aggregates may not be the one that trained)."""
-    finished = [s for s in config.seeds if FinishedSeed(runs_dir, s).metrics() is not None]
-    if not finished:
-        return config
-    return config.with_precisions_of(FinishedSeed(runs_dir, finished[0]).config())
+    seeds = (FinishedSeed(runs_dir, s) for s in config.seeds)
+    first = next((seed for seed in seeds if seed.metrics() is not None), None)
+    return config if first is None else config.with_precisions_of(first.config())
 
 
 def require_one_recipe(config: Config, runs_dir: Path, seeds: list[int]) -> None:
@@ -108,18 +98,15 @@ def require_one_recipe(config: Config, runs_dir: Path, seeds: list[int]) -> None
 
 
 def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> Aggregated:
-    """Write seeds.csv, summary.json, the headline, agreement (per set), Multi-Bootstrap (per
-    diagnostic column), the comparison with the published reference (where the study declares
-    one), the seed x subcase interaction (interaction.csv: a lead), the scatter of the DVC plot
-    and the analyses past the paper's into `results_dir`; return the verdict and what else
-    the report layer words. No inf or NaN reaches a JSON file: an undefined number is null."""
+    """Write results/ but for its worded records (seeds.csv, summary.json, the headline,
+    agreement, multibootstrap, comparison, interaction, scatter and the analyses past the
+    paper's) and return the verdict and what else the report layer words."""
     results_dir.mkdir(parents=True, exist_ok=True)
     seeds, task = config.seeds, config.task
     paper = read_table(Path(config.reference.runs)) if config.reference else None
-    in_distribution = [in_distribution_name(n, d) for n, d in task.evaluation.items()]
-    table = seed_table(
-        runs_dir, seeds, [*(paper.columns if paper is not None else ()), *in_distribution]
-    )
+    first = [*(paper.columns if paper is not None else ())]
+    first += [in_distribution_name(n, d) for n, d in task.evaluation.items()]
+    table = seed_table(runs_dir, seeds, first)
     config = as_trained(config, runs_dir)
     require_one_recipe(config, runs_dir, seeds)
     evidence = from_predictions(config, runs_dir, table)
@@ -127,63 +114,56 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> Aggregated:
     table.to_csv(results_dir / "seeds.csv", index=False)
     columns = FinishedSeed(runs_dir, seeds[0]).columns()
     accuracies = [c for c in columns if not c.name.startswith(MAJORITY_SHARE)]
-    in_diagnostics = {c.name for c in accuracies if c.set in config.diagnostics}
-    diagnostic = [c for c in table.columns if c in in_diagnostics]  # the seeds table's order
+    diagnostics = [c for c in accuracies if c.set in config.diagnostics]
+    named = {column.name for column in diagnostics}
+    diagnostic = [c for c in table.columns if c in named]  # the seeds table's order
     base = primary_column(task)
 
     numeric = [c for c in table.columns if c != "seed"]
-    summary = describe(table, numeric)
+    summary = analysis.describe(table, numeric)
     write_json(results_dir / "summary.json", {"seeds": seeds, "columns": summary.to_dict("index")})
     _write_agreement(config, runs_dir, results_dir, accuracies)
     compared = [c for c in numeric if not c.startswith(MAJORITY_SHARE)]
-    comparison = compare_spread(table, paper, compared, base)
+    comparison = analysis.compare_spread(table, paper, compared, base)
     comparison.to_csv(results_dir / "comparison.csv", index_label="column")
-    interaction_table(table, subgroups(config, runs_dir)).to_csv(
-        results_dir / "interaction.csv", index=False
-    )
+    interaction = analysis.interaction_table(table, subgroups(config, runs_dir))
+    interaction.to_csv(results_dir / "interaction.csv", index=False)
     decision = verdict(table, evidence.noise, design, prediction_shares(config, table))
     variance = {column: found.paired_var for column, found in evidence.noise.items()}
     components = write_further(config, table, runs_dir, results_dir, variance, design.tested, paper)
-    overall = [
-        c.name for c in accuracies if c.set in config.diagnostics and c.key.endswith("/overall")
-    ]
+    overall = [c.name for c in diagnostics if c.key.endswith("/overall")]
     predicted = [*design.tested, *overall]
-    scatter = pd.DataFrame(
-        {"seed": table["seed"], SCATTER_X: table[base], SCATTER_Y: table[design.tested[0]]}
-    )
-    scatter.to_csv(results_dir / "scatter.csv", index=False)
+    scatter = {"seed": table["seed"], SCATTER_X: table[base], SCATTER_Y: table[design.tested[0]]}
+    pd.DataFrame(scatter).to_csv(results_dir / "scatter.csv", index=False)
     keys = {column.name: column.key for column in columns}
     shown = [c for c in shown_columns(task, config.diagnostics) if c in table]
-    headline: dict[str, object] = {keys[c]: _headline(summary.loc[c]) for c in shown}
+    stats = ("mean", "std", "min", "max")
+    headline: dict[str, object] = {keys[c]: summary.loc[c, list(stats)].to_dict() for c in shown}
     headline["seeds"] = {"count": len(seeds)}
     headline["verdict"] = {"outcome": decision.outcome}
     write_headline(results_dir / HEADLINE, headline)
+    reference = None
+    if paper is not None and base in paper:
+        reference = predicts(paper, base, [c for c in predicted if c in paper])
+    correlations = correlate(table, base, diagnostic)
     return Aggregated(
-        evidence,
-        decision,
-        predicts(table, base, predicted),
-        predicts(paper, base, [c for c in predicted if c in paper])
-        if paper is not None and base in paper
-        else None,
-        correlate(table, base, diagnostic),
-        components,
+        evidence, decision, predicts(table, base, predicted), reference, correlations, components
     )
 
 
-def subgroups(config: Config, runs_dir: Path) -> list[Subgroup]:
+def subgroups(config: Config, runs_dir: Path) -> list[analysis.Subgroup]:
     """Every diagnostic set's nested groups (HANS: each heuristic's subcases), from the
     first seed's predictions (every seed answers the same examples)."""
-    return [
-        found
-        for name, declared in config.diagnostics.items()
-        for found in nested_subgroups(name, declared, answers(runs_dir, config.seeds[:1], name)[0])
-    ]
+    found = []
+    for name, declared in config.diagnostics.items():
+        examples = answers(runs_dir, config.seeds[:1], name)[0]
+        found += analysis.nested_subgroups(name, declared, examples)
+    return found
 
 
 def write_headline(folder: Path, headline: dict[str, object]) -> None:
-    """The headline as DVC metrics, one small JSON file per entry, named by its key
-    (`hans/lexical_nonent` -> hans/lexical_nonent.json: mean, std, min, max; seeds.json: the
-    count; verdict.json: the outcome), so that `dvc metrics show` prints a row per column."""
+    """The headline as DVC metrics, a JSON file per entry named by its key (e.g.
+    hans/lexical_nonent.json), so that `dvc metrics show` prints a row per column."""
     shutil.rmtree(folder, ignore_errors=True)
     for key, values in headline.items():
         path = folder / f"{key}.json"
@@ -211,40 +191,33 @@ def prediction_shares(config: Config, table: pd.DataFrame) -> dict[str, list[flo
 def _write_agreement(
     config: Config, runs_dir: Path, results_dir: Path, columns: list[Column]
 ) -> None:
-    """How many seeds got each example right (results/agreement/<set>.csv), for every
-    in-distribution and diagnostic set; Multi-Bootstrap accuracy and interval of every
-    diagnostic column (results/multibootstrap.csv)."""
+    """How many seeds got each example right, per set (results/agreement/<set>.csv), and the
+    Multi-Bootstrap accuracy and interval of every diagnostic column (multibootstrap.csv)."""
     folder = results_dir / "agreement"
     folder.mkdir(exist_ok=True)
     rows = []
     for set_name in (*config.task.evaluation, *config.diagnostics):
         examples, predicted = answers(runs_dir, config.seeds, set_name)
         correct = predicted == examples["gold"].to_numpy()[None, :]
-        examples["n_correct"] = agreement(correct)
+        examples["n_correct"] = analysis.agreement(correct)
         examples["n_seeds"] = len(config.seeds)
         examples.to_csv(folder / f"{set_name}.csv", index=False)
         if set_name not in config.diagnostics:
             continue
-        masks = dict(diagnostic_masks(config, set_name, examples))
+        masks = diagnostic_masks(config, set_name, examples)
         for column in [c for c in columns if c.set == set_name]:
-            mean, low, high = multibootstrap(correct[:, masks[column.name]])
-            rows.append(
-                {"set": set_name, "column": column.name, "accuracy": mean}
-                | {"ci_low": low, "ci_high": high}
-            )
+            found = analysis.multibootstrap(correct[:, masks[column.name]])
+            keys = ("set", "column", "accuracy", "ci_low", "ci_high")
+            rows.append(dict(zip(keys, (set_name, column.name, *found), strict=True)))
     pd.DataFrame(rows).to_csv(results_dir / "multibootstrap.csv", index=False)
 
 
 def diagnostic_masks(
     config: Config, set_name: str, examples: pd.DataFrame
-) -> list[tuple[str, np.ndarray]]:
+) -> dict[str, np.ndarray]:
     """Each column of a diagnostic set with the mask of its examples."""
     found = diagnostic_columns(set_name, config.diagnostics[set_name], examples)
-    return [(column.name, mask) for column, mask in found]
-
-
-def _headline(stats: pd.Series) -> dict[str, float]:
-    return {name: float(stats[name]) for name in ("mean", "std", "min", "max")}
+    return {column.name: mask for column, mask in found}
 
 
 def write_json(path: Path, content: object) -> None:

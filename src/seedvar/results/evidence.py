@@ -1,10 +1,7 @@
 """What the verdict weighs, gathered from a study's seeds: the seeds table with each tested
-column's bias-free counterpart added, every column's evaluation noise between seeds, and the
-design (reference columns with their majority class, tested columns). From the seeds'
-per-example predictions and scores (a study seedvar ran: the counterpart is the AUC of its
-label's score, threshold-free), or from a published per-run table of rates with the declared
-sets' examples (binomial noise: no predictions to pair; the counterpart is the equal-variance
-bias-free accuracy, the only one rates allow)."""
+column's bias-free counterpart, every column's evaluation noise and the design. From the seeds'
+predictions and scores (paired noise; the AUC of the label's score), or from a published table
+of rates (binomial noise; the equal-variance bias-free accuracy, the only one rates allow)."""
 
 from __future__ import annotations
 
@@ -16,12 +13,7 @@ import pandas as pd
 from scipy.special import logsumexp
 
 from seedvar.config import Config
-from seedvar.declared import (
-    Diagnostic,
-    design_columns,
-    in_distribution_name,
-    task_to_diagnostic,
-)
+from seedvar.declared import Diagnostic, design_columns, in_distribution_name, task_to_diagnostic
 from seedvar.errors import SeedvarError
 from seedvar.metrics import (
     accuracy_of_counts,
@@ -168,11 +160,8 @@ def _rate_noise(rates: list[np.ndarray], sizes: list[int]) -> tuple[np.ndarray, 
 
 
 def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataFrame]) -> Evidence:
-    """Evidence from a per-run table of accuracies alone (a published one, or a study whose
-    predictions are gone), with `examples`, the declared sets' canonical examples (gold
-    `label` and groups): binomial noise (it overstates the paired noise of a shared set), and
-    each tested column's bias-free counterpart from the table's per-label columns of its
-    scope, which must be there (two gold labels)."""
+    """Evidence from a per-run table of accuracies alone and the declared sets' `examples`:
+    binomial noise, and each tested column's counterpart from its scope's per-label columns."""
     task = config.task
     reference, tested = design_columns(config.task, config.diagnostics)
     missing = [c for c in (*reference, *tested) if c not in table.columns]
@@ -205,10 +194,7 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
             scope = scopes[column.name]
             labels = sorted(set(gold[scope].tolist()))
             partners = [
-                next(
-                    (c.name for c, m in found if np.array_equal(m, scope & (gold == label))),
-                    None,
-                )
+                next((c.name for c, m in found if np.array_equal(m, scope & (gold == label))), None)
                 for label in labels
             ]
             if len(labels) != 2 or None in partners or not set(partners) <= set(table.columns):

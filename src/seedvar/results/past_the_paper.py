@@ -19,32 +19,13 @@ from seedvar.stats.components import compare_sources, components
 
 JOINT = "seed (init and data order together)"
 OURS = "ours"
-COMPONENT_COLUMNS = [
-    "column",
-    "source",
-    "std",
-    "std_low",
-    "std_high",
-    "share",
-    "note",
-    "init_minus_order_var",  # factorial: ANOVA's var_init - var_order, not floored
-    "init_vs_order_p",  # factorial: its two-sided p, before Holm's correction
-]
-BEST_OF_N_COLUMNS = [
-    "series",
-    "runs",
-    "pool",
-    "column",
-    "curve",
-    "n",
-    "mean",
-    "se",
-    "subset_std",
-    "tied",
-    "tied_values",
-    "low",
-    "high",
-]
+# factorial only: ANOVA's var_init - var_order (not floored) and its two-sided p (before Holm)
+_JOINT_COLUMNS = ["column", "source", "std", "std_low", "std_high", "share", "note"]
+COMPONENT_COLUMNS = [*_JOINT_COLUMNS, "init_minus_order_var", "init_vs_order_p"]
+BEST_OF_N_COLUMNS = ["series", "runs", "pool", "column", "curve", "n", "mean", "se", "subset_std"]
+BEST_OF_N_COLUMNS += ["tied", "tied_values", "low", "high"]
+TRAJECTORY_COLUMNS = ["column", "step", "seeds", "mean", "std", "min", "max"]
+PER_SEED_COLUMNS = ["seed", "step", "epoch", "column", "accuracy"]
 
 
 def write_further(
@@ -56,27 +37,20 @@ def write_further(
     headline: Sequence[str],
     reference: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """results/best_of_n.csv (ours, and the published reference's where it has the columns),
-    trajectory_seeds.csv and trajectories.csv; returns the components table (`noise`: each
-    column's paired noise variance), its notes as reasons for the report layer to word."""
-    base = primary_column(config.task)
+    """results/best_of_n.csv, trajectory_seeds.csv and trajectories.csv; returns the components
+    table (`noise`: each column's paired noise variance) for the report layer to word."""
+    base, headline = primary_column(config.task), list(headline)
+    pool, ours = f"over all {len(table)} seeds", table
     if config.factorial.cells:
         diagonal = diagonal_seeds(config)
         pool = f"over the {len(diagonal)} diagonal cells (no shared init or data seed)"
-        ours = best_of_n_curves(
-            table[table["seed"].isin(diagonal)], base, list(headline), OURS, pool
-        )
-    else:
-        ours = best_of_n_curves(table, base, list(headline), OURS, f"over all {len(table)} seeds")
-    curves = [ours]
+        ours = table[table["seed"].isin(diagonal)]
+    curves = [best_of_n_curves(ours, base, headline, OURS, pool)]
     if reference is not None and config.reference and base in reference:
-        shared = [c for c in headline if c in reference]
-        name = config.reference.name
-        curves.append(
-            best_of_n_curves(reference, base, shared, name, f"over all {len(reference)} runs")
-        )
+        shared, pool = [c for c in headline if c in reference], f"over all {len(reference)} runs"
+        curves.append(best_of_n_curves(reference, base, shared, config.reference.name, pool))
     pd.concat(curves).to_csv(results_dir / "best_of_n.csv", index=False)
-    per_seed = trajectories(runs_dir, config.seeds, list(headline))
+    per_seed = trajectories(runs_dir, config.seeds, headline)
     per_seed.to_csv(results_dir / "trajectory_seeds.csv", index=False)
     trajectory_spread(per_seed).to_csv(results_dir / "trajectories.csv", index=False)
     return component_table(config, table, [c for c in table.columns if c in noise], noise)
@@ -85,60 +59,41 @@ def write_further(
 def diagonal_seeds(config: Config) -> list[int]:
     """The seed jobs of a factorial design that share no init or data-order seed with each
     other: the i-th init seed with the i-th data-order seed, min(n_init, n_data) of them."""
-    factorial = config.factorial
-    inits, datas = factorial.init_seeds or [], factorial.data_seeds or []
-    return [
-        job
-        for job, (init, data) in enumerate(factorial.cells)
-        if inits.index(init) == datas.index(data)
-    ]
+    inits, datas = config.factorial.init_seeds or [], config.factorial.data_seeds or []
+    cells = enumerate(config.factorial.cells)
+    return [job for job, (init, data) in cells if inits.index(init) == datas.index(data)]
 
 
 def component_table(
     config: Config, table: pd.DataFrame, columns: list[str], noise: Mapping[str, float]
 ) -> pd.DataFrame:
-    """Per column, its seed std split into init, data order and interaction (a factorial
-    design, with the test of init against data order), or the joint seed's whole (the paper's
-    design), each with its LEVEL interval and a note (a reason) where a value is not
-    identified; `noise`: each column's paired noise variance."""
-    cells = config.factorial.cells
-    if not cells:
-        rows = [
-            {
-                "column": row.column,
-                "source": JOINT,
-                "std": row.seed_std,
-                "std_low": row.seed_std_low,
-                "std_high": row.seed_std_high,
-                "share": 1.0 if row.seed_std else None,
-                "note": row.note,
-            }
-            for row in seed_variance(table, noise, columns)
-        ]
+    """Per column, its seed std split into init, data order and interaction with the test of
+    one against the other (a factorial design), or the joint seed's; notes as reasons."""
+    rows: list[dict] = []
+    if not config.factorial.cells:
+        for row in seed_variance(table, noise, columns):
+            share = 1.0 if row.seed_std else None
+            found = (row.column, JOINT, row.seed_std, row.seed_std_low, row.seed_std_high, share)
+            rows.append(dict(zip(_JOINT_COLUMNS, (*found, row.note), strict=True)))
         return pd.DataFrame(rows, columns=COMPONENT_COLUMNS)
-    shape = config.factorial.shape
     ordered = table.sort_values("seed")  # job k: init k // n_data, data order k % n_data
-    rows = []
     for column in columns:
-        values = ordered[column].to_numpy(dtype=float).reshape(shape)
-        noise_var = float(noise[column])
-        comparison = compare_sources(column, values, noise_var)
-        tested = {
-            "init_minus_order_var": comparison.difference_var,
-            "init_vs_order_p": comparison.p_value,
-        }
-        found = components(column, values, noise_var)
-        rows += [asdict(c) | tested | {"note": c.note} for c in found]
+        values = ordered[column].to_numpy(dtype=float).reshape(config.factorial.shape)
+        compared = compare_sources(column, values, float(noise[column]))
+        tested = {"init_minus_order_var": compared.difference_var}
+        tested["init_vs_order_p"] = compared.p_value
+        rows += [
+            asdict(c) | tested | {"note": c.note}
+            for c in components(column, values, float(noise[column]))
+        ]
     return pd.DataFrame(rows, columns=COMPONENT_COLUMNS)
 
 
 def best_of_n_curves(
     table: pd.DataFrame, by: str, headline: list[str], runs: str, pool: str
 ) -> pd.DataFrame:
-    """Best-of-n curves of the in-distribution column `by` and of each headline diagnostic
-    column (its best, and the seed chosen by `by`) of one table of runs (`runs`: ours, or the
-    reference's name; `pool`: which of them, in words), with a `series` name per curve for the
-    plots and a band of one bootstrap standard error."""
+    """Best-of-n curves of one table of runs (`runs`: ours or the reference's name; `pool`:
+    which of them), a `series` name per curve and a band of one bootstrap standard error."""
     curves = best_of_n_table(table, by, headline)
     prefix = "" if runs == OURS else f"{runs} · "
     curves["series"] = prefix + curves["column"] + ": " + curves["curve"]
@@ -147,21 +102,12 @@ def best_of_n_curves(
     return curves[BEST_OF_N_COLUMNS]
 
 
-TRAJECTORY_COLUMNS = ["column", "step", "seeds", "mean", "std", "min", "max"]
-PER_SEED_COLUMNS = ["seed", "step", "epoch", "column", "accuracy"]
-
-
 def trajectories(runs_dir: Path, seeds: list[int], columns: list[str]) -> pd.DataFrame:
     """Per seed, step and column (of `columns`): the accuracy on the diagnostic subsample
     during training, from the seeds trained with a trajectory."""
-    frames = []
-    for seed in seeds:
-        found = FinishedSeed(runs_dir, seed).trajectory()
-        if found is not None:
-            frames.append(found[found["column"].isin(columns)].assign(seed=seed))
-    if not frames:
-        return pd.DataFrame(columns=PER_SEED_COLUMNS)
-    return pd.concat(frames)[PER_SEED_COLUMNS]
+    found = [(seed, FinishedSeed(runs_dir, seed).trajectory()) for seed in seeds]
+    frames = [f[f["column"].isin(columns)].assign(seed=s) for s, f in found if f is not None]
+    return pd.concat(frames)[PER_SEED_COLUMNS] if frames else pd.DataFrame(columns=PER_SEED_COLUMNS)
 
 
 def trajectory_spread(per_seed: pd.DataFrame) -> pd.DataFrame:

@@ -13,6 +13,17 @@ from seedvar.declared import Diagnostic
 from seedvar.metrics import diagnostic_columns
 
 STATISTICS = ("min", "max", "mean", "std", "range", "ci_low", "ci_high")
+# The seed x subcase interaction (results/interaction.csv) is a lead, never tested: chi-square
+# / df near 1 is what binomial evaluation noise alone gives; LEAD_RATIO or more is worded a lead.
+LEAD_RATIO = 2.0
+_WHERE = ("set", "level", "group", "subcases", "seeds")
+INTERACTION_COLUMNS = [*_WHERE, "chi_square", "df", "ratio", "lead", "top_subcase", "top_share"]
+
+
+def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(values, [tail, 100 - tail])
+    return float(low), float(high)
 
 
 def bootstrap_mean_ci(
@@ -21,10 +32,7 @@ def bootstrap_mean_ci(
     """Percentile bootstrap confidence interval of the mean, resampling the values (seeds)."""
     values = np.asarray(values, dtype=float)
     rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, len(values), size=(n_boot, len(values)))].mean(axis=1)
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return float(low), float(high)
+    return _percentiles(values[rng.integers(0, len(values), (n_boot, len(values)))].mean(1), level)
 
 
 def describe(table: pd.DataFrame, columns: list[str], n_boot: int = 2000) -> pd.DataFrame:
@@ -32,16 +40,9 @@ def describe(table: pd.DataFrame, columns: list[str], n_boot: int = 2000) -> pd.
     rows = {}
     for column in columns:
         values = table[column].to_numpy(dtype=float)
-        low, high = bootstrap_mean_ci(values, n_boot)
-        rows[column] = {
-            "min": values.min(),
-            "max": values.max(),
-            "mean": values.mean(),
-            "std": seed_std(values),
-            "range": values.max() - values.min(),
-            "ci_low": low,
-            "ci_high": high,
-        }
+        spread = (values.min(), values.max(), values.mean(), seed_std(values), np.ptp(values))
+        found = (*spread, *bootstrap_mean_ci(values, n_boot))
+        rows[column] = dict(zip(STATISTICS, found, strict=True))
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(STATISTICS))
 
 
@@ -69,58 +70,32 @@ def multibootstrap(
         seeds = rng.integers(0, n_seeds, size=n_seeds)
         examples = rng.integers(0, n_examples, size=n_examples)
         estimates[b] = correct[np.ix_(seeds, examples)].mean()
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(estimates, [tail, 100 - tail])
-    return float(correct.mean()), float(low), float(high)
+    return (float(correct.mean()), *_percentiles(estimates, level))
 
 
 def compare_spread(
     ours: pd.DataFrame, paper: pd.DataFrame | None, columns: list[str], base: str
 ) -> pd.DataFrame:
-    """Side by side per column: range, mean, std, ours and a published reference's (`paper`,
-    if any; empty where it lacks the column), and each column's spread relative to the base
-    column's (range and std ratio)."""
+    """Per column: range, mean and std, ours and a published reference's (`paper`, where it has
+    the column), and the spread relative to the base column's (range and std ratio)."""
     tables = [("ours", ours)] + ([("paper", paper)] if paper is not None else [])
     rows: dict[str, dict[str, float]] = {column: {} for column in columns}
     for name, table in tables:
         if base not in table:
             continue
         base_values = table[base].to_numpy(dtype=float)
-        base_range = base_values.max() - base_values.min()
-        base_std = seed_std(base_values)
+        base_range, base_std = np.ptp(base_values), seed_std(base_values)
         for column in [c for c in columns if c in table]:
             values = table[column].to_numpy(dtype=float)
-            spread = values.max() - values.min()
-            std = seed_std(values)
-            row = rows[column]
-            row[f"{name}_min"], row[f"{name}_max"] = values.min(), values.max()
-            row[f"{name}_range"], row[f"{name}_mean"], row[f"{name}_std"] = (
-                spread,
-                values.mean(),
-                std,
-            )
-            row[f"{name}_range_ratio"] = spread / base_range if base_range > 0 else np.nan
-            row[f"{name}_std_ratio"] = std / base_std if base_std > 0 else np.nan
+            spread, std = np.ptp(values), seed_std(values)
+            found = (values.min(), values.max(), spread, values.mean(), std)
+            rows[column] |= {f"{name}_{s}": v for s, v in zip(_SPREAD, found, strict=True)}
+            rows[column][f"{name}_range_ratio"] = spread / base_range if base_range > 0 else np.nan
+            rows[column][f"{name}_std_ratio"] = std / base_std if base_std > 0 else np.nan
     return pd.DataFrame.from_dict(rows, orient="index").reindex(columns)
 
 
-# A seed x subcase interaction beyond one threshold per seed (results/interaction.csv): reported
-# as a lead, never tested. chi-square / df near 1 is what binomial evaluation noise alone gives
-# under the model; LEAD_RATIO or more is worded as a lead in the report.
-LEAD_RATIO = 2.0
-INTERACTION_COLUMNS = [
-    "set",
-    "level",
-    "group",
-    "subcases",
-    "seeds",
-    "chi_square",
-    "df",
-    "ratio",
-    "lead",
-    "top_subcase",
-    "top_share",
-]
+_SPREAD = ("min", "max", "range", "mean", "std")
 
 
 @dataclass(frozen=True)
@@ -137,9 +112,8 @@ class Subgroup:
 
 
 def nested_subgroups(set_name: str, declared: Diagnostic, examples: pd.DataFrame) -> list[Subgroup]:
-    """Every group of a nested level (a declared group `within` another, not split, not by
-    label) whose columns each hold one gold label, of at most two labels, and number two or
-    more: its columns, their labels and sizes (`examples`: canonical, or predictions)."""
+    """Every group of a nested level (`within` another, not split, not by label) whose two or
+    more columns each hold one gold label, of at most two: columns, labels and sizes."""
     gold = examples["label" if "label" in examples else "gold"].to_numpy()
     masks = {column.name: mask for column, mask in diagnostic_columns(set_name, declared, examples)}
     found = []
@@ -163,32 +137,16 @@ def nested_subgroups(set_name: str, declared: Diagnostic, examples: pd.DataFrame
                 members.setdefault(str(p), []).append((name, int(held[0]), int(mask.sum())))
         for p, chosen in members.items():
             if len(chosen) >= 2 and len({label for _, label, _ in chosen}) <= 2:
-                found.append(
-                    Subgroup(
-                        set_name,
-                        level.within,
-                        p,
-                        tuple(c[0] for c in chosen),
-                        tuple(c[1] for c in chosen),
-                        tuple(c[2] for c in chosen),
-                    )
-                )
+                names, labels, sizes = zip(*chosen, strict=True)
+                found.append(Subgroup(set_name, level.within, p, names, labels, sizes))
     return found
 
 
 def threshold_interaction(table: pd.DataFrame, subgroup: Subgroup) -> dict[str, object]:
-    """The seed x subcase interaction of one subgroup beyond one threshold per seed.
-
-    Equal-variance signal detection: a seed that differs from another only in its threshold
-    c_s moves the probit of its accuracy on every subcase of one gold label up by c_s and on
-    the other label's down by c_s. So probit(accuracy of seed s on subcase j) = a_j + g_j c_s
-    (g_j = +1 for the subgroup's first label, -1 for the other) is fitted by weighted least
-    squares (weights: the binomial variance of each probit, delta method, accuracies
-    corrected to (k + 1/2) / (n + 1)); chi_square is the weighted residual sum of squares on
-    df = (seeds - 1)(subcases - 1). chi_square / df near 1: noise alone; much above: seeds
-    rank the subcases differently, which no threshold explains. A lead, not a test: the
-    noise is binomial (not paired) and the model assumes equal-variance Gaussian evidence.
-    `top_subcase`: the subcase with the largest share of chi_square."""
+    """The seed x subcase interaction of one subgroup beyond one threshold per seed (a lead):
+    probit(accuracy of seed s on subcase j) = a_j + g_j c_s (g_j = +1 for the first label, -1
+    for the other) fitted by binomially weighted least squares; chi_square on (seeds - 1)
+    (subcases - 1) df near df is noise alone; `top_subcase` contributes most."""
     rates = table[list(subgroup.columns)].to_numpy(dtype=float)
     sizes = np.asarray(subgroup.sizes, dtype=float)
     k, j = rates.shape
@@ -201,26 +159,16 @@ def threshold_interaction(table: pd.DataFrame, subgroup: Subgroup) -> dict[str, 
     design[np.arange(k), :, j + np.arange(k)] = sign
     root = np.sqrt(weights).ravel()
     x, y = design.reshape(k * j, j + k) * root[:, None], z.ravel() * root
-    fitted = x @ np.linalg.lstsq(x, y, rcond=None)[0]
-    residual = ((y - fitted) ** 2).reshape(k, j)
-    df = (k - 1) * (j - 1)
-    chi_square = float(residual.sum())
+    residual = ((y - x @ np.linalg.lstsq(x, y, rcond=None)[0]) ** 2).reshape(k, j)
+    df, chi_square = (k - 1) * (j - 1), float(residual.sum())
     ratio = chi_square / df if df > 0 else None
     per_subcase = residual.sum(axis=0)
     top = int(np.argmax(per_subcase))
-    return {
-        "set": subgroup.set,
-        "level": subgroup.level,
-        "group": subgroup.group,
-        "subcases": j,
-        "seeds": k,
-        "chi_square": chi_square,
-        "df": df,
-        "ratio": ratio,
-        "lead": ratio is not None and ratio >= LEAD_RATIO,
-        "top_subcase": subgroup.columns[top],
-        "top_share": float(per_subcase[top] / chi_square) if chi_square > 0 else None,
-    }
+    share = float(per_subcase[top] / chi_square) if chi_square > 0 else None
+    lead = ratio is not None and ratio >= LEAD_RATIO
+    found = (chi_square, df, ratio, lead, subgroup.columns[top], share)
+    where = (subgroup.set, subgroup.level, subgroup.group, j, k)
+    return dict(zip(INTERACTION_COLUMNS, (*where, *found), strict=True))
 
 
 def interaction_table(table: pd.DataFrame, subgroups: list[Subgroup]) -> pd.DataFrame:

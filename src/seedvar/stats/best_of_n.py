@@ -1,14 +1,7 @@
 """Expected best-of-n curves (Dodge et al. 2019, "Show your work"), exact over the study's
-seeds (pure functions, no I/O).
-
-Of N trained seeds, draw n without replacement. `expected_best`: the expected largest value
-among them. `expected_chosen`: the expected value of another column for the seed of the n with
-the best `by` column, the model one would keep by in-distribution validation. Both are exact
-averages over all C(N, n) subsets; the std across subsets is their spread (0 at n = N, not an
-uncertainty), and `bootstrap_se` the standard error from resampling the seeds. Seeds tied on
-`by` are chosen among at random (by symmetry, exactly the ties' mean of the target and of its
-square).
-"""
+seeds (pure functions, no I/O): of N seeds, n drawn without replacement, the expected value of
+a column for the one with the best `by` column (the model kept by validation), averaged over
+all C(N, n) subsets; seeds tied on `by` are chosen among at random (the ties' mean)."""
 
 from __future__ import annotations
 
@@ -86,11 +79,8 @@ def bootstrap_se(
 def best_of_n_table(
     table: pd.DataFrame, by: str, columns: list[str], resamples: int = RESAMPLES
 ) -> pd.DataFrame:
-    """Long table of curves: per n, the best `by`, and per column the value of the seed chosen
-    by `by` beside the column's own best (`curve`: "best" or "chosen by <by>"), with the
-    spread across subsets (`subset_std`), the bootstrap SE (`se`), how many seeds share the
-    best ranking value of all N (`tied`: the seeds the n = N point averages) and, where their
-    values differ, those values (`tied_values`, space-separated)."""
+    """Per n, the best `by`, and per column its own best and the seed chosen by `by` (`curve`),
+    with the spread across subsets, the bootstrap SE and the seeds tied at n = N (`tied`)."""
     rows = []
     chosen = f"chosen by {by}"
     for column in [by, *[c for c in columns if c != by]]:
@@ -100,21 +90,9 @@ def best_of_n_table(
             rankers[chosen] = table[by].to_numpy(dtype=float)
         for name, ranking in rankers.items():
             curve = expected_chosen(ranking, values)
-            se = bootstrap_se(ranking, values, resamples)
             top = ranking == ranking.max()
-            differ = np.ptp(values[top]) > 0
-            shown = " ".join(f"{v:.6g}" for v in values[top]) if differ else ""
-            rows += [
-                {
-                    "column": column,
-                    "curve": name,
-                    "n": int(n),
-                    "mean": m,
-                    "subset_std": s,
-                    "se": e,
-                    "tied": int(top.sum()),
-                    "tied_values": shown,
-                }
-                for n, m, s, e in zip(curve.n, curve.mean, curve.std, se, strict=True)
-            ]
-    return pd.DataFrame(rows)
+            shown = " ".join(f"{v:.6g}" for v in values[top]) if np.ptp(values[top]) > 0 else ""
+            found = {"column": column, "curve": name, "n": curve.n, "mean": curve.mean}
+            found |= {"subset_std": curve.std, "se": bootstrap_se(ranking, values, resamples)}
+            rows.append(pd.DataFrame(found | {"tied": int(top.sum()), "tied_values": shown}))
+    return pd.concat(rows, ignore_index=True)

@@ -1,9 +1,6 @@
-"""Confidence bounds of the seed variance across a seeds table (pure functions, no I/O).
-
-A column's across-seed variance is split into evaluation noise (given: the paired noise of
-differences between seeds on a shared set) and seed variance. Its one-sided bounds are the more
-cautious of the chi-square bound (exact for normal seeds) and, from SEED_FLOOR seeds on,
-Bonett's (2006) kurtosis-adjusted one. Undefined values are None, with a reason."""
+"""Confidence bounds of the seed variance across a seeds table (pure functions, no I/O): the
+variance across seeds less the paired evaluation noise, bounded by the more cautious of the
+chi-square bound and, from SEED_FLOOR seeds on, Bonett's (2006) kurtosis-adjusted one."""
 
 from __future__ import annotations
 
@@ -73,9 +70,8 @@ def _bonett_log_se(values: np.ndarray) -> np.ndarray:
 
 
 def variance_bound(values: np.ndarray, quantile: float) -> np.ndarray:
-    """One-sided confidence bound of the total variance across seeds (along the last axis):
-    a `quantile` above 0.5 gives a lower bound, below 0.5 an upper one; chi-square and, from
-    SEED_FLOOR seeds on, Bonett's, whichever is more cautious."""
+    """One-sided bound of the variance across seeds (last axis; `quantile` > 0.5: lower):
+    chi-square and, from SEED_FLOOR seeds on, Bonett's, whichever is more cautious."""
     values = np.asarray(values, dtype=float)
     k = values.shape[-1]
     variance = np.where(np.ptp(values, axis=-1) > 0, values.var(axis=-1, ddof=1), 0.0)
@@ -96,10 +92,8 @@ def std_bound(values: np.ndarray, quantile: float, noise_var: float) -> float:
 def seed_variance(
     table: pd.DataFrame, noise_var: Mapping[str, float], columns: Sequence[str] | None = None
 ) -> list[ColumnVariance]:
-    """Per column (default: those of both `table` and `noise_var`, the paired noise variance):
-    noise std, observed std, seed std, its LEVEL interval and a check of the noise model. A
-    spread below the noise gives a seed std of 0 and a note (with the chi-square lower tail's
-    p where it rejects the noise model at ALPHA)."""
+    """Per column (default: those of `table` and `noise_var`, the paired noise variance): the
+    noise, observed and seed std, its LEVEL interval and the noise model's fit."""
     if columns is None:
         columns = [c for c in noise_var if c in table.columns]
     tail = (1 - LEVEL) / 2
@@ -113,19 +107,10 @@ def seed_variance(
         variance = float(values.var(ddof=1)) if np.ptp(values) > 0 else 0.0
         fit_p = float(stats.chi2.cdf((k - 1) * variance / noise, k - 1)) if noise > 0 else None
         rejected = fit_p if fit_p is not None and fit_p < ALPHA else None
-        numbers = {"noise": noise_std, "observed": math.sqrt(variance), "p": rejected}
-        rows.append(
-            ColumnVariance(
-                column,
-                k,
-                mean,
-                noise_std,
-                observed_std=math.sqrt(variance),
-                seed_std=math.sqrt(max(variance - noise, 0.0)),
-                seed_std_low=std_bound(values, 1 - tail, noise),
-                seed_std_high=std_bound(values, tail, noise),
-                noise_fit_p=fit_p,
-                note=Reason("noise over spread", numbers) if variance < noise else None,
-            )
-        )
+        observed, seed_std = math.sqrt(variance), math.sqrt(max(variance - noise, 0.0))
+        bounds = (std_bound(values, 1 - tail, noise), std_bound(values, tail, noise))
+        numbers = {"noise": noise_std, "observed": observed, "p": rejected}
+        note = Reason("noise over spread", numbers) if variance < noise else None
+        found = (observed, seed_std, *bounds, fit_p, note)
+        rows.append(ColumnVariance(column, k, mean, noise_std, *found))
     return rows

@@ -31,8 +31,7 @@ COMPONENTS = ("init", "data order", "interaction")
 @dataclass(frozen=True)
 class Component:
     """One source of seed variance in one column: its std and LEVEL interval (accuracy), and
-    why it is not identified where it is not (the interaction, when the noise exceeds the
-    residual)."""
+    why it is not identified where it is not."""
 
     column: str
     source: str  # one of COMPONENTS
@@ -60,20 +59,9 @@ class MeanSquares:
     init: float
     order: float
     residual: float
-    n_init: int
-    n_order: int
-
-    @property
-    def df_init(self) -> int:
-        return self.n_init - 1
-
-    @property
-    def df_order(self) -> int:
-        return self.n_order - 1
-
-    @property
-    def df_residual(self) -> int:
-        return self.df_init * self.df_order
+    df_init: int
+    df_order: int
+    df_residual: int
 
 
 def mean_squares(cells: np.ndarray) -> MeanSquares:
@@ -82,62 +70,55 @@ def mean_squares(cells: np.ndarray) -> MeanSquares:
     n_init, n_order = cells.shape
     if n_init < 2 or n_order < 2:
         raise ValueError("a factorial design needs at least 2 init seeds and 2 data-order seeds")
+    dfs = (n_init - 1, n_order - 1, (n_init - 1) * (n_order - 1))
     if np.ptp(cells) == 0:  # identical cells: exactly 0, not the mean's rounding
-        return MeanSquares(0.0, 0.0, 0.0, n_init, n_order)
+        return MeanSquares(0.0, 0.0, 0.0, *dfs)
     grand = cells.mean()
     by_init, by_order = cells.mean(axis=1), cells.mean(axis=0)
     residuals = cells - by_init[:, None] - by_order[None, :] + grand
     return MeanSquares(
-        init=n_order * float(((by_init - grand) ** 2).sum()) / (n_init - 1),
-        order=n_init * float(((by_order - grand) ** 2).sum()) / (n_order - 1),
-        residual=float((residuals**2).sum()) / ((n_init - 1) * (n_order - 1)),
-        n_init=n_init,
-        n_order=n_order,
+        n_order * float(((by_init - grand) ** 2).sum()) / (n_init - 1),
+        n_init * float(((by_order - grand) ** 2).sum()) / (n_order - 1),
+        float((residuals**2).sum()) / ((n_init - 1) * (n_order - 1)),
+        *dfs,
     )
 
 
-def _raw_variances(
-    expected: tuple[np.ndarray, np.ndarray, np.ndarray], squares: MeanSquares
-) -> tuple[np.ndarray, np.ndarray]:
+Expected = tuple[np.ndarray, np.ndarray, np.ndarray]  # init, data-order, residual mean squares
+
+
+def _raw_variances(expected: Expected, squares: MeanSquares) -> tuple[np.ndarray, np.ndarray]:
     """Init and data-order variance from the expected mean squares, not floored."""
     init, order, residual = expected
-    return (init - residual) / squares.n_order, (order - residual) / squares.n_init
+    return (init - residual) / (squares.df_order + 1), (order - residual) / (squares.df_init + 1)
 
 
-def _variances(
-    expected: tuple[np.ndarray, np.ndarray, np.ndarray], squares: MeanSquares, noise_var: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Init, data-order and interaction variance from the expected init, data-order and
-    residual mean squares (values or pivot draws), each floored at 0."""
+def _variances(expected: Expected, squares: MeanSquares, noise_var: float) -> Expected:
+    """Init, data-order and interaction variance from the expected mean squares (values or
+    pivot draws), each floored at 0."""
     init, order = _raw_variances(expected, squares)
-    return (
-        np.maximum(init, 0.0),
-        np.maximum(order, 0.0),
-        np.maximum(expected[2] - noise_var, 0.0),
-    )
+    interaction = expected[2] - noise_var
+    return np.maximum(init, 0.0), np.maximum(order, 0.0), np.maximum(interaction, 0.0)
 
 
-def _pivot_draws(
-    squares: MeanSquares, seed: int, draws: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Draws of the init, data-order and residual mean squares' expectations, each
-    dof x observed / chi-square(dof)."""
+def _observed(squares: MeanSquares) -> Expected:
+    return np.array(squares.init), np.array(squares.order), np.array(squares.residual)
+
+
+def _pivot_draws(squares: MeanSquares, seed: int, draws: int) -> Expected:
+    """Draws of the mean squares' expectations, each dof x observed / chi-square(dof)."""
     rng = np.random.default_rng(seed)
 
     def pivot(dof: int, observed: float) -> np.ndarray:
         return dof * observed / rng.chisquare(dof, draws)
 
-    return (
-        pivot(squares.df_init, squares.init),
-        pivot(squares.df_order, squares.order),
-        pivot(squares.df_residual, squares.residual),
-    )
+    init, order = pivot(squares.df_init, squares.init), pivot(squares.df_order, squares.order)
+    return init, order, pivot(squares.df_residual, squares.residual)
 
 
 def noise_fit_p(squares: MeanSquares, noise_var: float) -> float | None:
-    """Lower-tail p of the residual under no interaction, where df * MS_res / noise_var is
-    chi-square(df): small means a residual too small for the noise (the noise is overstated);
-    None without noise."""
+    """Lower-tail p of the residual under no interaction (df * MS_res / noise_var is
+    chi-square(df)): small, the noise is overstated; None without noise."""
     if noise_var <= 0:
         return None
     statistic = squares.df_residual * squares.residual / noise_var
@@ -158,47 +139,31 @@ def interaction_note(squares: MeanSquares, noise_var: float) -> Reason | None:
 def components(
     column: str, cells: np.ndarray, noise_var: float, seed: int = 0, draws: int = DRAWS
 ) -> list[Component]:
-    """Init, data-order and interaction std of one column, with LEVEL intervals.
-
-    `cells[i, j]`: the accuracy of init seed i with data-order seed j; `noise_var`: the paired
-    evaluation-noise variance of one seed's value (known, not estimated here)."""
+    """Init, data-order and interaction std of one column, with LEVEL intervals (`cells[i, j]`:
+    the accuracy of init seed i with data-order seed j; `noise_var`: the paired noise)."""
     ms = mean_squares(cells)
-    observed = (np.array(ms.init), np.array(ms.order), np.array(ms.residual))
-    point = _variances(observed, ms, noise_var)
+    point = _variances(_observed(ms), ms, noise_var)
     pivots = _variances(_pivot_draws(ms, seed, draws), ms, noise_var)
     notes = (None, None, interaction_note(ms, noise_var))
     tail = (1 - LEVEL) / 2 * 100
     total = float(sum(point))
     found = []
     for source, estimate, drawn, note in zip(COMPONENTS, point, pivots, notes, strict=True):
-        low, high = np.percentile(drawn, [tail, 100 - tail])
-        found.append(
-            Component(
-                column=column,
-                source=source,
-                std=float(np.sqrt(estimate)),
-                std_low=float(np.sqrt(low)),
-                std_high=float(np.sqrt(high)),
-                share=float(estimate) / total if total > 0 else None,
-                note=note,
-            )
-        )
+        low, high = np.sqrt(np.percentile(drawn, [tail, 100 - tail]))
+        share = float(estimate) / total if total > 0 else None
+        std = float(np.sqrt(estimate))
+        found.append(Component(column, source, std, float(low), float(high), share, note))
     return found
 
 
 def compare_sources(
     column: str, cells: np.ndarray, noise_var: float, seed: int = 0, draws: int = DRAWS
 ) -> SourceComparison:
-    """Does init vary more than data order? var_init - var_order on the pivot draws of
-    `components` (not floored); p = 2 min(P(diff <= 0), P(diff >= 0)), at least 1 / draws.
-
-    `noise_var` cancels (it is in every mean square's expectation); it is taken for symmetry
-    with `components`. In a square design the p-value is the two-sided F test of the init
-    against the data-order mean square, exact under the normal model."""
+    """Init against data order: var_init - var_order and its two-sided generalized p on the
+    pivot draws (the F test in square designs); `noise_var` cancels, taken for symmetry."""
     del noise_var
     ms = mean_squares(cells)
-    observed = (np.array(ms.init), np.array(ms.order), np.array(ms.residual))
-    init, order = _raw_variances(observed, ms)
+    init, order = _raw_variances(_observed(ms), ms)
     drawn_init, drawn_order = _raw_variances(_pivot_draws(ms, seed, draws), ms)
     difference = drawn_init - drawn_order
     two_sided = 2 * min(float(np.mean(difference <= 0)), float(np.mean(difference >= 0)))

@@ -63,11 +63,14 @@ def _permutation_p(x: np.ndarray, y: np.ndarray, n_resamples: int, seed: int) ->
 def correlate(
     table: pd.DataFrame, base: str, columns: Sequence[str], n_resamples: int = 9999, seed: int = 0
 ) -> list[Correlation]:
-    """Pearson and Spearman (Pearson on average ranks) correlation across seeds of the `base`
-    column with each column; two-sided permutation p-values over pairings: exact when n <= 8,
-    else `n_resamples` fixed-seed Monte Carlo pairings."""
+    """Pearson and Spearman correlation across seeds of `base` with each column, with two-sided
+    permutation p-values (exact up to 8 seeds, else `n_resamples` fixed-seed pairings)."""
     x = accuracies(table, base)
     n = len(x)
+
+    def correlation(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+        return float(np.clip(_pearson(a, b), -1, 1)), _permutation_p(a, b, n_resamples, seed)
+
     rows = []
     for column in columns:
         y = accuracies(table, column)
@@ -79,19 +82,8 @@ def correlate(
         if note is not None:
             rows.append(Correlation(column, n, None, None, None, None, n <= 8, note))
             continue
-        x_rank, y_rank = stats.rankdata(x), stats.rankdata(y)
-        rows.append(
-            Correlation(
-                column=column,
-                n_seeds=n,
-                pearson_r=float(np.clip(_pearson(x, y), -1, 1)),
-                pearson_p=_permutation_p(x, y, n_resamples, seed),
-                spearman_rho=float(np.clip(_pearson(x_rank, y_rank), -1, 1)),
-                spearman_p=_permutation_p(x_rank, y_rank, n_resamples, seed),
-                exact=n <= 8,
-                note=None,
-            )
-        )
+        ranks = correlation(stats.rankdata(x), stats.rankdata(y))
+        rows.append(Correlation(column, n, *correlation(x, y), *ranks, n <= 8, None))
     return rows
 
 
@@ -108,10 +100,8 @@ def predicts(
     n_resamples: int = 9999,
     seed: int = 0,
 ) -> Prediction:
-    """Whether the `base` column (in-distribution accuracy) predicts the diagnostic `columns`
-    across seeds: "yes" when some Pearson or Spearman permutation p-value is below alpha /
-    (2 x the defined columns) (Bonferroni); "inconclusive" when no correlation is defined or
-    even a perfect one could not reach that threshold with this many seeds; "no" otherwise."""
+    """Does `base` predict the `columns` across seeds? "yes" when some permutation p is below
+    alpha / (2 x the defined columns); "inconclusive" when none is defined or none could be."""
     correlations = tuple(correlate(table, base, columns, n_resamples, seed))
     defined = [c for c in correlations if c.note is None]
     n = len(table)

@@ -1,17 +1,12 @@
 """Evaluation noise between seeds on a shared set (pure functions, no I/O).
 
-Every seed of a study is scored on the same examples, so what a column's spread across seeds
-must be set against is not one seed's sampling error but how much the seeds' *differences*
-would move with another draw of examples: the seed x example interaction. It is estimated by
-a paired bootstrap: examples (or the clusters they were generated in, e.g. HANS's templates)
-are resampled once for all seeds, within the strata a set was designed in (HANS's subcases,
-whose sizes every resample keeps: they are not drawn at random), and the variance of each
-seed's deviation from the seeds' mean is taken over the resamples. Examples every seed
-answers alike add nothing; identical seeds have zero noise.
-
-A statistic is a function of per-seed confusion counts (`confusion[..., gold, predicted]`),
-so accuracy and the bias-free accuracy share one resampling. Where the seeds' scores are kept,
-`paired_auc_noise` resamples the same units for the threshold-free AUC of each label's score.
+Every seed is scored on the same examples, so a column's spread across seeds is set against
+how much the seeds' *differences* would move with another draw of examples. A paired bootstrap
+resamples examples (or the clusters they were generated in: HANS's templates) once for all
+seeds, within the strata a set was designed in (HANS's subcases, whose sizes every resample
+keeps), and takes the variance of each seed's deviation from the seeds' mean. A statistic is a
+function of per-seed confusion counts (`confusion[..., gold, predicted]`); `paired_auc_noise`
+resamples the same units for the threshold-free AUC of each label's score.
 """
 
 from __future__ import annotations
@@ -30,9 +25,8 @@ Statistic = Callable[[np.ndarray], np.ndarray]  # confusion (..., L, L) -> value
 
 @dataclass(frozen=True)
 class Scored:
-    """The seeds' answers on one set's examples: gold (n) and predicted (seeds x n) labels,
-    the resampling design (each example's cluster and stratum; None: the example itself and
-    one stratum) and, where kept, each seed's score of each label (seeds x n x labels)."""
+    """The seeds' answers on one set: gold (n) and predicted (seeds x n) labels, each example's
+    cluster and stratum (None: itself, one stratum), each seed's label scores (seeds x n x L)."""
 
     gold: np.ndarray
     predicted: np.ndarray
@@ -55,10 +49,8 @@ class Scored:
 
 @dataclass(frozen=True)
 class Noise:
-    """A column's evaluation noise: `paired_var`, the noise variance of one seed's value in
-    differences between seeds (what the spread across seeds is net of); `single_var`, each
-    seed's own sampling variance (for a test of one seed against chance); how it was
-    estimated; and, where estimated here, the statistic per seed (`values`)."""
+    """A column's evaluation noise: of one seed's value in differences between seeds (paired)
+    and each seed's own (single); how it was estimated; the statistic per seed, where known."""
 
     paired_var: float
     single_var: np.ndarray
@@ -99,20 +91,6 @@ def _weights(groups: list[np.ndarray], n_units: int, size: int, rng) -> np.ndarr
     return weights
 
 
-def _bootstrap(
-    scored: Scored, resamples: int, seed: int, draw: Callable[[np.ndarray], np.ndarray]
-) -> np.ndarray:
-    """`draw` (unit weights, chunk x U -> chunk x seeds) over `resamples` resamples."""
-    unit, groups = _units(scored)
-    rng = np.random.default_rng(seed)
-    return np.concatenate(
-        [
-            draw(_weights(groups, int(unit.max()) + 1, min(_CHUNK, resamples - start), rng))
-            for start in range(0, resamples, _CHUNK)
-        ]
-    )
-
-
 def paired_noise(
     scored: Scored, statistic: Statistic, resamples: int = RESAMPLES, seed: int = 0
 ) -> Noise:
@@ -131,13 +109,12 @@ def paired_noise(
     def draw(weights: np.ndarray) -> np.ndarray:
         return statistic((weights @ per_unit).reshape(-1, k, n_labels, n_labels))
 
-    return _paired(values, _bootstrap(scored, resamples, seed, draw), scored, "")
+    return _paired(values, scored, draw, resamples, seed, "")
 
 
 def weighted_auc(score: np.ndarray, positive: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Per row of `weights` (resamples x n): the probability that a positive example's score
-    exceeds a negative one's (ties count half), the examples weighted. A threshold moves no
-    score's rank, so it leaves the AUC unchanged."""
+    """Per row of `weights` (resamples x n): the weighted probability that a positive example's
+    score exceeds a negative one's (ties half); no threshold moves it."""
     negative = ~positive
     order = np.argsort(score[negative], kind="stable")
     sorted_negative = score[negative][order]
@@ -152,9 +129,8 @@ def weighted_auc(score: np.ndarray, positive: np.ndarray, weights: np.ndarray) -
 
 
 def label_auc(scores: np.ndarray, gold: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """One seed's AUC (scores: n x labels) per row of `weights`: with two gold labels the AUC
-    of the first one's score; with more, the mean one-vs-rest AUC of each gold label's own
-    score. 0.5 is chance whatever the number of labels."""
+    """One seed's AUC (scores: n x labels) per row of `weights`: of the first label's score with
+    two gold labels, else the mean one-vs-rest AUC of each label's score (chance 0.5)."""
     labels = np.unique(gold)
     if len(labels) < 2:
         raise ValueError("an AUC needs examples of at least two gold labels")
@@ -175,11 +151,18 @@ def paired_auc_noise(scored: Scored, resamples: int = RESAMPLES, seed: int = 0) 
     def draw(weights: np.ndarray) -> np.ndarray:
         return np.stack([label_auc(s, scored.gold, weights[:, unit]) for s in scores], 1)
 
-    return _paired(values, _bootstrap(scored, resamples, seed, draw), scored, "AUC, ")
+    return _paired(values, scored, draw, resamples, seed, "AUC, ")
 
 
-def _paired(values: np.ndarray, stats: np.ndarray, scored: Scored, what: str) -> Noise:
-    """The noise of resampled statistics (resamples x seeds): paired and single."""
+def _paired(
+    values: np.ndarray, scored: Scored, draw: Statistic, resamples: int, seed: int, what: str
+) -> Noise:
+    """The paired and single noise of `draw` (unit weights, chunk x U -> chunk x seeds) over
+    `resamples` resamples of the units."""
+    unit, groups = _units(scored)
+    rng = np.random.default_rng(seed)
+    sizes = [min(_CHUNK, resamples - start) for start in range(0, resamples, _CHUNK)]
+    stats = np.concatenate([draw(_weights(groups, int(unit.max()) + 1, n, rng)) for n in sizes])
     k = stats.shape[1]
     single = stats.var(axis=0, ddof=1)
     if k < 2:

@@ -29,15 +29,10 @@ def detection_power(
     seed_std: float = DESIGN_SEED_STD,
     alpha: float = ALPHA,
 ) -> float:
-    """Power of the verdict's test to pass one headline column whose true seed std is
-    `seed_std`, given the reference's seed variance, the alpha split over `comparisons`
-    bounds; `tested_noise_var`: the larger noise of the column and of its bias-free
-    counterpart, both of which must pass.
-
-    For normal seeds, of the very bounds the verdict uses: each bound is the sample variance
-    times a factor of the sample's shape, independent of the variance for normal seeds, so
-    over fixed draws of the shapes (the first `n_seeds` of POWER_DRAWS samples: a seed more
-    adds to the same studies) the tested variance is integrated exactly. 0 below SEED_FLOOR."""
+    """Power of the verdict's bounds to pass a headline column of seed std `seed_std` (normal
+    seeds; `tested_noise_var`: the larger of the column's and its counterpart's noise): each
+    bound is the variance times a factor of the sample's shape, so over fixed draws of the
+    shapes (POWER_DRAWS) the tested variance is integrated exactly. 0 below SEED_FLOOR."""
     if n_seeds < SEED_FLOOR:
         return 0.0
     df, one_sided = n_seeds - 1, alpha / comparisons
@@ -53,24 +48,14 @@ def detection_power(
 
 @functools.lru_cache(maxsize=256)
 def minimum_seeds(
-    reference_seed_var: float,
-    reference_noise_var: float,
-    tested_noise_var: float,
-    comparisons: int,
-    seed_std: float = DESIGN_SEED_STD,
-    power: float = DESIGN_POWER,
-    alpha: float = ALPHA,
+    reference_seed_var: float, reference_noise_var: float, tested_noise_var: float, tests: int
 ) -> int | None:
     """Smallest number of seeds (at least SEED_FLOOR) at which `detection_power` reaches
-    `power`, or None when even MAX_SEEDS do not (sets so small, or a reference so spread,
-    that the margin alone exceeds `seed_std`)."""
-    if seed_std <= STD_FLOOR:
-        raise ValueError(f"a design seed std of {seed_std} cannot exceed the floor {STD_FLOOR}")
-    arguments = (reference_seed_var, reference_noise_var, tested_noise_var, comparisons)
+    DESIGN_POWER, or None when even MAX_SEEDS do not (sets so small, or a reference so
+    spread, that the margin alone exceeds DESIGN_SEED_STD)."""
+    design = (reference_seed_var, reference_noise_var, tested_noise_var, tests)
     seeds = range(SEED_FLOOR, MAX_SEEDS + 1)
-    return next(
-        (k for k in seeds if detection_power(k, *arguments, seed_std, alpha) >= power), None
-    )
+    return next((k for k in seeds if detection_power(k, *design) >= DESIGN_POWER), None)
 
 
 def seeds_to_rule_out(

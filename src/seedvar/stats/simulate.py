@@ -1,18 +1,11 @@
 """Simulated studies with a known truth, to measure the verdict's error rates (pure: no I/O).
 
-Signal detection on a shared test set: every seed answers the same examples. Example j of
-gold label y (0 or 1) gives seed s the evidence x = (y - 1/2) d_s + u_j + e_sj, and the seed
-answers 1 when x > c_s; x is the score it keeps. `u_j` is the example's own pull, shared by
-every seed (examples many seeds get right or wrong together), `e_sj` the seed x example part,
-d_s the seed's sensitivity (how well it generalizes) and c_s its criterion (how readily it
-answers label 1). Seeds that differ only in c_s differ in how often they answer a label,
-not in how they generalize. e_sj has std 1 on label 0 and `signal_std` on label 1 (unequal
-variances, where the equal-variance bias-free accuracy moves with c_s), normal or Gumbel.
-Seed effects are normal, or Student-t with 3 degrees of freedom (heavy tails), scaled to
-the given std. The in-distribution reference set works the same way with its own
-sensitivity, equal-variance normal evidence and no seed effect unless given. The tested
-column's counterpart is the AUC of the scores; the equal-variance bias-free accuracy (what a
-table of rates allows) is in the table beside it.
+Signal detection on a shared test set: example j of gold label y (0 or 1) gives seed s the
+evidence x = (y - 1/2) d_s + u_j + e_sj and the seed answers 1 when x > c_s (x is its score):
+u_j is the example's pull shared by every seed, e_sj the seed x example part (std 1 on label 0,
+`signal_std` on label 1; normal or Gumbel), d_s the seed's sensitivity (how it generalizes),
+c_s its criterion (how readily it answers label 1). Seed effects are normal or Student-t(3),
+scaled to the given std. The reference set has its own sensitivity and no seed effect.
 """
 
 from __future__ import annotations

@@ -30,12 +30,9 @@ def sweep_verdict(
     prediction_shares: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
     alpha: float = ALPHA,
 ) -> SweepVerdict:
-    """`verdict` per configuration (`noise`: per configuration, per column), ignoring those
-    whose reference is not significantly above the majority class (the task not learned).
-
-    Each learned configuration is tested at alpha / their number (Bonferroni), so that those
-    said to reproduce hold family-wise. "reproduces" only when every learned configuration
-    reproduces, "does not reproduce" only when every one does not; else inconclusive."""
+    """`verdict` per configuration that learned the task, each at alpha / their number (so
+    that those said to reproduce hold family-wise); the sweep reproduces, or does not, only
+    when every learned configuration does."""
     if not configurations:
         raise ValueError("a sweep needs at least one configuration")
     shares = prediction_shares or {}

@@ -1,19 +1,15 @@
 """The study's verdict as a statistical decision (pure functions, no I/O).
 
-Does a seeds table show what McCoy, Min & Linzen (2020) found: seeds that score alike on the
-task's in-distribution sets but differ widely on the diagnostic sets, in how they generalize
-and not only in how often they answer a label? A tested diagnostic column passes when its seed
-std, and that of its bias-free counterpart (the AUC of its label's score where scores exist;
-from a table of rates, the equal-variance bias-free accuracy), both exceed a margin set by the
-in-distribution columns' spread. "Label bias" needs a paired test showing the raw spread
-exceeds the counterpart's; "does not reproduce" needs every column's upper bound below the
-margin. Every decision carries its reason as data (a rule and its numbers).
+Do seeds that score alike in distribution differ on the diagnostic sets in how they
+generalize, not only in how often they answer a label (McCoy, Min & Linzen 2020)? A tested
+column passes when its seed std and its bias-free counterpart's both exceed a margin set by the
+in-distribution columns' spread; every decision carries its reason as data (rule and numbers).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -44,9 +40,8 @@ BIAS_FREE_CHANCE = 0.5  # AUC, or bias-free accuracy, of answers carrying no inf
 
 @dataclass(frozen=True)
 class Design:
-    """What a verdict compares: the in-distribution headline columns (`reference`, each with
-    the share of its set's most frequent gold label), the diagnostic sets' headline columns
-    (`tested`), and each tested column's bias-free counterpart."""
+    """What a verdict compares: the in-distribution headline columns, the diagnostic sets'
+    headline columns and each one's bias-free counterpart."""
 
     reference: tuple[str, ...]
     tested: tuple[str, ...]
@@ -63,9 +58,8 @@ class Design:
 
 @dataclass(frozen=True)
 class ColumnTest:
-    """One headline column in the decision: the one-sided seed-std bounds of it and of its
-    bias-free counterpart, and the paired test's p that its seed variance exceeds the
-    counterpart's (None with fewer than 4 seeds)."""
+    """A tested column's one-sided seed-std bounds and its counterpart's, and the paired p that
+    its seed variance exceeds the counterpart's (None below 4 seeds)."""
 
     column: str
     seed_std_lower: float
@@ -98,10 +92,8 @@ def _noise(noise: Mapping[str, Noise], column: str) -> Noise:
 
 
 def excess_spread_p(raw: np.ndarray, free: np.ndarray, raw_noise: float, free_noise: float):
-    """One-sided p that a column's seed variance exceeds its counterpart's, paired across the
-    same seeds: Pitman-Morgan's test (the covariance of raw - free with raw + free is the
-    difference of the variances), less the difference of their noise. None with fewer than 4
-    seeds or no spread."""
+    """One-sided p that a column's seed variance exceeds its counterpart's (Pitman-Morgan on
+    raw - free against raw + free, net of their noise); None below 4 seeds or without spread."""
     k = len(raw)
     difference, total = raw - free, raw + free
     spread = float(difference.var(ddof=1)) if k > 1 else 0.0
@@ -133,9 +125,8 @@ def _one_class(shares: Mapping[str, Sequence[float]], n_seeds: int) -> Reason | 
 
 
 def learned(table: pd.DataFrame, noise: Mapping[str, Noise], design: Design, alpha: float = ALPHA):
-    """The first reference column whose mean accuracy is not significantly above its
-    majority class (a one-sided z test with one seed's sampling error: cautious), as
-    (column, mean, majority, p), or None: the task was learned."""
+    """(column, mean, majority, p) of the first reference column not significantly above its
+    majority class (one-sided z test, one seed's sampling error), or None."""
     for column in design.reference:
         values, majority = accuracies(table, column), design.majority[column]
         mean = float(values.mean())
@@ -153,45 +144,37 @@ def verdict(
     prediction_shares: Mapping[str, Sequence[float]] | None = None,
     alpha: float = ALPHA,
 ) -> Verdict:
-    """Decide whether one study (a seeds table, one row per seed) shows the paper's finding.
-
-    In this order: inconclusive when a seed predicts one class on >= ONE_CLASS_SHARE of an
-    in-distribution set (`prediction_shares`), or a reference column is not significantly
-    above its majority class. Then each tested column's one-sided seed-std bounds, and its
-    counterpart's, are set against the margin max(STD_RATIO x the largest upper bound of the
-    references' seed std, STD_FLOOR), at alpha / `design.comparisons` each. "reproduces" when
-    some column passes both. A raw column passing alone: "label bias" if the paired test
-    shows its seed variance exceeding the counterpart's (Bonferroni over such columns), else
-    "not separated". "diagnostic at chance" when no seed's counterpart is significantly above
-    chance. "does not reproduce" only when every column's upper bound (or its counterpart's)
-    is below the null margin (the references' lower bounds in place of their upper ones);
-    otherwise "undecided", with the seeds that would decide it. Below SEED_FLOOR seeds no
-    conclusive outcome ("few seeds"). The tested bounds are net of the paired evaluation noise;
-    the references' bound their total spread.
-    """
-    references = {c: accuracies(table, c) for c in design.reference}
-    tested = {c: accuracies(table, c) for c in design.tested}
-    bias_free = {c: accuracies(table, design.bias_free[c]) for c in design.tested}
-    shown = [*design.reference, *[x for c in design.tested for x in (c, design.bias_free[c])]]
+    """Decide whether one study (a seeds table, one row per seed) shows the paper's finding,
+    by the rules in this order (docs/verdict.md): one class (`prediction_shares`), near
+    chance, passes (a tested column's one-sided seed-std lower bound and its counterpart's
+    above the margin, max(STD_RATIO x the references' largest upper bound, STD_FLOOR), each at
+    alpha / `design.comparisons`), label bias or not separated (a raw column passes alone),
+    diagnostic at chance, ruled out (every upper bound below the null margin, the references'
+    lower bounds in place of their upper ones), undecided; below SEED_FLOOR seeds no conclusive
+    outcome (few seeds). The tested bounds are net of the paired evaluation noise."""
+    free_of = design.bias_free
+    values = {c: accuracies(table, c) for c in [*design.reference, *design.tested]}
+    values |= {free_of[c]: accuracies(table, free_of[c]) for c in design.tested}
+    shown = [*design.reference, *[x for c in design.tested for x in (c, free_of[c])]]
     shown += [c for c in noise if c in table.columns and c not in shown]
     paired = {c: _noise(noise, c).paired_var for c in shown}
     columns = tuple(seed_variance(table, paired, shown))
-    k = len(table)
-    one_sided = alpha / design.comparisons
+    k, one_sided = len(table), alpha / design.comparisons
     tests: tuple[ColumnTest, ...] = ()
     margin = null_margin = None
     if k >= 2:
+        references = [values[c] for c in design.reference]
         margin, null_margin = (
-            max(STD_RATIO * max(std_bound(v, q, 0.0) for v in references.values()), STD_FLOOR)
+            max(STD_RATIO * max(std_bound(v, q, 0.0) for v in references), STD_FLOOR)
             for q in (one_sided, 1 - one_sided)
         )
         tests = tuple(
-            _column_test(c, design.bias_free[c], tested[c], bias_free[c], paired, one_sided, margin)
-            for c in design.tested
+            _column_test(c, free_of[c], values, paired, one_sided, margin) for c in design.tested
         )
     min_k: int | None = None  # asked for only when undecided
 
-    def decided(outcome: Outcome, rule: str, **numbers: Any) -> Verdict:
+    def decided(rule: str, **numbers: Any) -> Verdict:
+        outcome = _OUTCOME.get(rule, "inconclusive")
         numbers = {"measure": design.measure, **numbers}
         if outcome != "inconclusive" and k < SEED_FLOOR:
             numbers = {"would": outcome, "seeds": k, "needed": SEED_FLOOR, **numbers}
@@ -204,131 +187,90 @@ def verdict(
     not_learned = learned(table, noise, design, alpha)
     if not_learned is not None:
         column, mean, majority, p = not_learned
+        return decided("near chance", column=column, mean=mean, chance=majority, p=p)
+    if both := [t for t in tests if t.passes and t.bias_free_passes]:
+        bounds = {t.column: t.seed_std_lower for t in both}
+        free = {t.bias_free: t.bias_free_lower for t in both}
+        reference = " / ".join(design.reference)
         return decided(
-            "inconclusive", "near chance", column=column, mean=mean, chance=majority, p=p
+            "passes", bounds=bounds, bias_free=free, margin=margin, reference=reference, alpha=alpha
         )
-    both = [t for t in tests if t.passes and t.bias_free_passes]
-    if both:
+    if raw_only := [t for t in tests if t.passes]:
+        level = alpha / len(raw_only)  # label bias where the paired test shows the raw spread
+        excess = [t for t in raw_only if t.excess_p is not None and t.excess_p < level]
+        best = max(excess or raw_only, key=lambda t: t.seed_std_lower)
         return decided(
-            "reproduces",
-            "passes",
-            bounds={t.column: t.seed_std_lower for t in both},
-            bias_free={t.bias_free: t.bias_free_lower for t in both},
+            "label bias" if excess else "not separated",
+            column=best.column,
+            lower=best.seed_std_lower,
+            bias_free=best.bias_free,
+            bias_free_lower=best.bias_free_lower,
+            bias_free_upper=best.bias_free_upper,
+            p=best.excess_p,
+            level=level,
             margin=margin,
-            reference=" / ".join(design.reference),
-            alpha=alpha,
         )
-    raw_only = [t for t in tests if t.passes]
-    if raw_only:
-        return _raw_only(raw_only, alpha, margin, decided)
-    checks = len(design.tested) * k
-    above = {
-        c: _above_chance(v, _noise(noise, design.bias_free[c]), checks, alpha)
-        for c, v in bias_free.items()
-    }
-    if not any(above.values()):
-        means = {design.bias_free[c]: float(v.mean()) for c, v in bias_free.items()}
-        return decided("inconclusive", "diagnostic at chance", means=means, chance=BIAS_FREE_CHANCE)
+    frees = [free_of[c] for c in design.tested]
+    if not any(_above_chance(values[c], noise[c], len(frees) * k, alpha) for c in frees):
+        means = {c: float(values[c].mean()) for c in frees}
+        return decided("diagnostic at chance", means=means, chance=BIAS_FREE_CHANCE)
     if null_margin is None:  # one seed: no spread to bound
-        return decided("inconclusive", "undecided", seeds=k, largest=None)
+        return decided("undecided", seeds=k, largest=None)
     uppers = {t.column: min(t.seed_std_upper, t.bias_free_upper) for t in tests}
     worst = max(uppers, key=lambda c: uppers[c])
+    largest = {worst: uppers[worst]}
     if uppers[worst] < null_margin:
-        largest = {worst: uppers[worst]}
-        return decided("does not reproduce", "ruled out", margin=null_margin, largest=largest)
-    reference_seed_var = max(
-        max(float(v.var(ddof=1)) - paired[c], 0.0) for c, v in references.items()
-    )
+        return decided("ruled out", margin=null_margin, largest=largest)
+    seed_var = {c: max(float(v.var(ddof=1)) - paired[c], 0.0) for c, v in values.items()}
     min_k = minimum_seeds(
-        reference_seed_var,
+        max(seed_var[c] for c in design.reference),
         max(paired[c] for c in design.reference),
-        max(max(paired[c], paired[design.bias_free[c]]) for c in design.tested),
+        max(max(paired[c], paired[free_of[c]]) for c in design.tested),
         design.comparisons,
     )
-    rule_out = [
-        _rule_out_seeds(t, tested[t.column], bias_free[t.column], paired, null_margin, one_sided)
-        for t in tests
-        if uppers[t.column] >= null_margin
-    ]
+
+    def rule_out(column: str) -> int | None:
+        """Seeds at which the column or its counterpart would be ruled out, at the spreads
+        measured (the fewer), or None."""
+        found = [
+            seeds_to_rule_out(seed_var[c], paired[c], null_margin, one_sided)
+            for c in (column, free_of[column])
+        ]
+        return min((x for x in found if x is not None), default=None)
+
+    needed = [rule_out(t.column) for t in tests if uppers[t.column] >= null_margin]
     return decided(
-        "inconclusive",
         "undecided",
         seeds=k,
         margin=null_margin,
-        largest={worst: uppers[worst]},
+        largest=largest,
         power_seeds=min_k,
-        rule_out_seeds=None if None in rule_out else max(rule_out),  # type: ignore[type-var]
+        rule_out_seeds=None if None in needed else max(needed),  # type: ignore[type-var]
     )
+
+
+_OUTCOME: dict[str, Outcome] = {"passes": "reproduces", "ruled out": "does not reproduce"}
 
 
 def _above_chance(values: np.ndarray, noise: Noise, tests: int, alpha: float) -> int:
     """How many seeds score significantly above BIAS_FREE_CHANCE (one-sided z tests,
     Bonferroni over `tests`)."""
     se = np.sqrt(np.maximum(np.asarray(noise.single_var, dtype=float), 1e-300))
-    p = stats.norm.sf((values - BIAS_FREE_CHANCE) / se)
-    return int((p < alpha / tests).sum())
+    return int((stats.norm.sf((values - BIAS_FREE_CHANCE) / se) < alpha / tests).sum())
 
 
 def _column_test(
     column: str,
     free: str,
-    raw: np.ndarray,
-    counterpart: np.ndarray,
+    values: Mapping[str, np.ndarray],
     paired: Mapping[str, float],
     one_sided: float,
     margin: float,
 ) -> ColumnTest:
     """A tested column's bounds and paired test, at the level and against the margin."""
-    low = std_bound(raw, 1 - one_sided, paired[column])
-    free_low = std_bound(counterpart, 1 - one_sided, paired[free])
-    return ColumnTest(
-        column,
-        low,
-        std_bound(raw, one_sided, paired[column]),
-        free,
-        free_low,
-        std_bound(counterpart, one_sided, paired[free]),
-        low > margin,
-        free_low > margin,
-        excess_spread_p(raw, counterpart, paired[column], paired[free]),
-    )
-
-
-def _raw_only(
-    raw_only: list[ColumnTest], alpha: float, margin, decided: Callable[..., Verdict]
-) -> Verdict:
-    """Raw columns pass, no counterpart does: label bias where the paired test shows the raw
-    spread exceeding the counterpart's (Bonferroni over these columns), else not separated."""
-    level = alpha / len(raw_only)
-    shown = [t for t in raw_only if t.excess_p is not None and t.excess_p < level]
-    best = max(shown or raw_only, key=lambda t: t.seed_std_lower)
-    return decided(
-        "inconclusive",
-        "label bias" if shown else "not separated",
-        column=best.column,
-        lower=best.seed_std_lower,
-        bias_free=best.bias_free,
-        bias_free_lower=best.bias_free_lower,
-        bias_free_upper=best.bias_free_upper,
-        p=best.excess_p,
-        level=level,
-        margin=margin,
-    )
-
-
-def _rule_out_seeds(
-    test: ColumnTest,
-    raw: np.ndarray,
-    counterpart: np.ndarray,
-    paired: Mapping[str, float],
-    margin: float,
-    one_sided: float,
-) -> int | None:
-    """Seeds at which this column, at the spreads measured, would be ruled out (the fewer of
-    its own and its counterpart's), or None."""
-    found = [
-        seeds_to_rule_out(max(float(v.var(ddof=1)) - paired[c], 0.0), paired[c], margin, one_sided)
-        for c, v in ((test.column, raw), (test.bias_free, counterpart))
-    ]
-    known = [x for x in found if x is not None]
-    return min(known) if known else None
+    raw, other = values[column], values[free]
+    low, high = (std_bound(raw, q, paired[column]) for q in (1 - one_sided, one_sided))
+    free_low, free_high = (std_bound(other, q, paired[free]) for q in (1 - one_sided, one_sided))
+    excess = excess_spread_p(raw, other, paired[column], paired[free])
+    passes = (low > margin, free_low > margin)
+    return ColumnTest(column, low, high, free, free_low, free_high, *passes, excess)
