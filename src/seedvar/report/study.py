@@ -150,7 +150,7 @@ def one_label_columns(config: Config, agreement: dict[str, pd.DataFrame]) -> dic
 
 
 def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Path]:
-    """Draw the four plots (PNG and SVG) and write report.html and report.md."""
+    """Draw the plots (PNG and SVG) and write report.html and report.md."""
     report_dir.mkdir(parents=True, exist_ok=True)
     ours = pd.read_csv(results_dir / "seeds.csv")
     paper = read_table(Path(config.reference.runs)) if config.reference else None
@@ -160,10 +160,9 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
     evaluated = [*config.task.evaluation, *config.diagnostics]
     agreement = {s: pd.read_csv(results_dir / "agreement" / f"{s}.csv") for s in evaluated}
     plotted = [primary_set(config.task), *config.diagnostics]
-    by_set = {
-        s: [c for c in multibootstrap_columns(results_dir, s) if not c.endswith("overall")]
-        for s in config.diagnostics
-    }
+    boot = pd.read_csv(results_dir / "multibootstrap.csv")  # the columns in aggregate's order
+    by_set = {s: boot.loc[boot["set"] == s, "column"].tolist() for s in config.diagnostics}
+    by_set = {s: [c for c in columns if not c.endswith("overall")] for s, columns in by_set.items()}
     base = primary_column(config.task)
     headline = list(design_columns(config.task, config.diagnostics)[1])
     figures = {
@@ -177,31 +176,26 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
     written = []
     for figure_name, figure in figures.items():
         for suffix in ("png", "svg"):
-            path = report_dir / f"{figure_name}.{suffix}"
-            figure.savefig(path, dpi=120, bbox_inches="tight")
-            written.append(path)
+            written.append(report_dir / f"{figure_name}.{suffix}")
+            figure.savefig(written[-1], dpi=120, bbox_inches="tight")
         plt.close(figure)
     sizes = {s: len(table) for s, table in agreement.items()}
-    paragraph = made_from(config, len(ours), sizes, provenance()) + "\n\n"
-    paragraph += findings(config, comparison, decision, len(ours))
-    paragraph += "\n\n" + further_text(results_dir, base, headline)
     interaction = results_dir / "interaction.csv"
-    if interaction.is_file() and (lead := interaction_text(pd.read_csv(interaction))):
-        paragraph += "\n\n" + lead
     one_label = one_label_columns(config, agreement)
-    if caveat := label_caveat(one_label):
-        paragraph += "\n\n" + caveat
+    paragraphs = [
+        made_from(config, len(ours), sizes, provenance()),
+        findings(config, comparison, decision, len(ours)),
+        further_text(results_dir, base, headline),
+        interaction_text(pd.read_csv(interaction)) if interaction.is_file() else "",
+        label_caveat(one_label),
+    ]
+    paragraph = "\n\n".join(part for part in paragraphs if part)
     table = _comparison_table(comparison, base)
     table["one gold label"] = [one_label.get(column, "") for column in table.index]
-    (report_dir / "report.md").write_text(_markdown(paragraph, table, figures, name))
-    (report_dir / "report.html").write_text(_html(paragraph, table, figures, report_dir, name))
+    title = f"Spread across seeds, ours and the {name}" if name else "Spread across seeds"
+    (report_dir / "report.md").write_text(_markdown(paragraph, table, figures, title))
+    (report_dir / "report.html").write_text(_html(paragraph, table, figures, report_dir, title))
     return [*written, report_dir / "report.md", report_dir / "report.html"]
-
-
-def multibootstrap_columns(results_dir: Path, set_name: str) -> list[str]:
-    """The columns of one diagnostic set, in the order aggregate wrote them."""
-    table = pd.read_csv(results_dir / "multibootstrap.csv")
-    return table.loc[table["set"] == set_name, "column"].tolist()
 
 
 def report_study(config: Config, results_dir: Path, report_dir: Path) -> tuple[list[Path], str]:
@@ -225,21 +219,14 @@ def _comparison_table(comparison: pd.DataFrame, base: str) -> pd.DataFrame:
     return comparison[list(columns)].rename(columns=columns).round(4)
 
 
-def _markdown(paragraph: str, table: pd.DataFrame, figures: dict, reference: str) -> str:
+def _markdown(paragraph: str, table: pd.DataFrame, figures: dict, title: str) -> str:
     images = "\n\n".join(f"![{CAPTIONS[n]}]({n}.png)\n\n{CAPTIONS[n]}" for n in figures)
     return (
-        f"# {TITLE}\n\n{paragraph}\n\n## {_table_title(reference)}\n\n"
-        f"{table.to_markdown()}\n\n## Plots\n\n{images}\n"
+        f"# {TITLE}\n\n{paragraph}\n\n## {title}\n\n{table.to_markdown()}\n\n## Plots\n\n{images}\n"
     )
 
 
-def _table_title(reference: str) -> str:
-    return f"Spread across seeds, ours and the {reference}" if reference else "Spread across seeds"
-
-
-def _html(
-    paragraph: str, table: pd.DataFrame, figures: dict, report_dir: Path, reference: str
-) -> str:
+def _html(paragraph: str, table: pd.DataFrame, figures: dict, report_dir: Path, title: str) -> str:
     images = "".join(
         f'<figure><img alt="{html.escape(CAPTIONS[n])}" src="data:image/png;base64,'
         f'{base64.b64encode((report_dir / f"{n}.png").read_bytes()).decode()}">'
@@ -255,6 +242,6 @@ def _html(
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{TITLE}</title>"
         f"<style>{style}</style></head><body><h1>{html.escape(TITLE)}</h1>"
-        f"{paragraphs}<h2>{html.escape(_table_title(reference))}</h2>"
+        f"{paragraphs}<h2>{html.escape(title)}</h2>"
         f"{table.rename_axis(None).to_html()}<h2>Plots</h2>{images}</body></html>"
     )

@@ -12,17 +12,10 @@ import numpy as np
 import pandas as pd
 from scipy.special import logsumexp
 
+from seedvar import metrics
 from seedvar.config import Config
 from seedvar.declared import Diagnostic, design_columns, in_distribution_name, task_to_diagnostic
 from seedvar.errors import SeedvarError
-from seedvar.metrics import (
-    accuracy_of_counts,
-    bias_free_accuracy,
-    bias_free_column,
-    bias_free_scopes,
-    diagnostic_columns,
-    other_labels_column,
-)
 from seedvar.seeds.finished import FinishedSeed
 from seedvar.stats.noise import Noise, Scored, binomial_noise, paired_auc_noise, paired_noise
 from seedvar.stats.verdict import Design, Measure
@@ -72,35 +65,20 @@ def label_scores(
         if not set(names) <= set(frame.columns):
             raise SeedvarError(f"{path} has no logits ({', '.join(names)}); evaluate it again")
         logits = frame[names].to_numpy(float)
-        found.append(
-            np.stack(
-                [
-                    logsumexp(logits[:, target == x], axis=1)
-                    - logsumexp(logits[:, target != x], axis=1)
-                    for x in range(len(declared.labels))
-                ],
-                axis=-1,
-            )
-        )
+        odds = [
+            logsumexp(logits[:, target == x], axis=1) - logsumexp(logits[:, target != x], axis=1)
+            for x in range(len(declared.labels))
+        ]
+        found.append(np.stack(odds, axis=-1))
     return np.stack(found)
 
 
-def _design(config: Config, majority: dict[str, float], measure: Measure) -> Design:
+def _design(config: Config, gold: dict[str, np.ndarray], measure: Measure) -> Design:
+    """The design, each reference column with its set's majority-class share (`gold`)."""
     reference, tested = design_columns(config.task, config.diagnostics)
-    name = auc_column if measure == "AUC" else bias_free_column
+    majority = {c: float(np.bincount(g).max() / len(g)) for c, g in gold.items()}
+    name = auc_column if measure == "AUC" else metrics.bias_free_column
     return Design(reference, tested, majority, {c: name(c) for c in tested}, measure)
-
-
-def _resampling(examples: pd.DataFrame, declared: Diagnostic) -> dict[str, np.ndarray | None]:
-    """Each example's cluster (the first declared cluster column with values) and stratum."""
-    cluster = next(
-        (c for c in declared.clusters if c in examples and examples[c].notna().any()), None
-    )
-    strata = declared.strata
-    return {
-        "clusters": examples[cluster].astype(str).to_numpy() if cluster else None,
-        "strata": examples[strata].astype(str).to_numpy() if strata in examples else None,
-    }
 
 
 def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evidence:
@@ -108,36 +86,37 @@ def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evi
     column, and the AUC counterpart of every tested column with its noise."""
     seeds, task = config.seeds, config.task
     noise: dict[str, Noise] = {}
-    majority: dict[str, float] = {}
+    golds: dict[str, np.ndarray] = {}
     extra: dict[str, np.ndarray] = {}
     for name, evaluated in task.evaluation.items():
         examples, predicted = answers(runs_dir, seeds, name)
-        gold = examples["gold"].to_numpy()
         accuracy = in_distribution_name(name, evaluated)
-        noise[accuracy] = paired_noise(
-            Scored(gold, predicted, len(task.labels)), accuracy_of_counts
-        )
-        majority[accuracy] = float(np.bincount(gold).max() / len(gold))
+        golds[accuracy] = gold = examples["gold"].to_numpy()
+        scored = Scored(gold, predicted, len(task.labels))
+        noise[accuracy] = paired_noise(scored, metrics.accuracy_of_counts)
     _, tested = design_columns(config.task, config.diagnostics)
     for name, declared in config.diagnostics.items():
         examples, predicted = answers(runs_dir, seeds, name)
         gold = examples["gold"].to_numpy()
-        scores = label_scores(runs_dir, seeds, name, config, declared)
-        scored = Scored(
-            gold, predicted, len(declared.labels), **_resampling(examples, declared), scores=scores
+        found = [c for c in declared.clusters if c in examples and examples[c].notna().any()]
+        clusters, strata = (
+            examples[c].astype(str).to_numpy() if c in examples else None
+            for c in (found[0] if found else None, declared.strata)
         )
-        scopes = bias_free_scopes(name, declared, examples)
-        for column, mask in diagnostic_columns(name, declared, examples):
-            noise[column.name] = paired_noise(scored.subset(mask), accuracy_of_counts)
+        scores = label_scores(runs_dir, seeds, name, config, declared)
+        scored = Scored(gold, predicted, len(declared.labels), clusters, strata, scores)
+        scopes = metrics.bias_free_scopes(name, declared, examples)
+        for column, mask in metrics.diagnostic_columns(name, declared, examples):
+            noise[column.name] = paired_noise(scored.subset(mask), metrics.accuracy_of_counts)
             if column.name in tested:
-                free = paired_auc_noise(scored.subset(scopes[column.name]))
-                noise[auc_column(column.name)] = free
-                extra[auc_column(column.name)] = np.asarray(free.values)
+                auc = auc_column(column.name)
+                noise[auc] = paired_auc_noise(scored.subset(scopes[column.name]))
+                extra[auc] = np.asarray(noise[auc].values)
                 rest = scopes[column.name] & ~mask
                 if rest.any():
                     hits = predicted[:, rest] == gold[rest]
-                    extra[other_labels_column(column.name)] = hits.mean(axis=1)
-    return Evidence(table.assign(**extra), noise, _design(config, majority, "AUC"))
+                    extra[metrics.other_labels_column(column.name)] = hits.mean(axis=1)
+    return Evidence(table.assign(**extra), noise, _design(config, golds, "AUC"))
 
 
 def _rate_noise(rates: list[np.ndarray], sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -145,11 +124,11 @@ def _rate_noise(rates: list[np.ndarray], sizes: list[int]) -> tuple[np.ndarray, 
     per seed, and its binomial variance by the delta method."""
 
     def value(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        n_a, n_b = sizes
+        (n_a, n_b), miss_a, miss_b = sizes, 1 - a, 1 - b
         counts = np.stack(
-            [np.stack([a * n_a, (1 - a) * n_a], -1), np.stack([(1 - b) * n_b, b * n_b], -1)], -2
+            [np.stack([a * n_a, miss_a * n_a], -1), np.stack([miss_b * n_b, b * n_b], -1)], -2
         )
-        return bias_free_accuracy(counts)
+        return metrics.bias_free_accuracy(counts)
 
     a, b = rates
     step = 1e-6
@@ -162,7 +141,6 @@ def _rate_noise(rates: list[np.ndarray], sizes: list[int]) -> tuple[np.ndarray, 
 def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataFrame]) -> Evidence:
     """Evidence from a per-run table of accuracies alone and the declared sets' `examples`:
     binomial noise, and each tested column's counterpart from its scope's per-label columns."""
-    task = config.task
     reference, tested = design_columns(config.task, config.diagnostics)
     missing = [c for c in (*reference, *tested) if c not in table.columns]
     if missing:
@@ -171,46 +149,41 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
             "design; give a table of this study's columns (one row per run), or the profile "
             "it was made with (--profile), or drop the sets it lacks (--set diagnostics.X=null)"
         )
-    noise: dict[str, Noise] = {}
-    majority: dict[str, float] = {}
-    for name, evaluated in task.evaluation.items():
-        accuracy = in_distribution_name(name, evaluated)
-        gold = examples[name]["label"].to_numpy()
-        majority[accuracy] = float(np.bincount(gold).max() / len(gold))
-        if accuracy in table:
-            values = table[accuracy].to_numpy(float)
-            noise[accuracy] = binomial_noise(values, len(gold))
+    golds = {
+        in_distribution_name(name, evaluated): examples[name]["label"].to_numpy()
+        for name, evaluated in config.task.evaluation.items()
+    }
+    noise = {
+        c: binomial_noise(table[c].to_numpy(float), len(g)) for c, g in golds.items() if c in table
+    }
     extra: dict[str, np.ndarray] = {}
     for name, declared in config.diagnostics.items():
-        frame = examples[name]
-        gold = frame["label"].to_numpy()
-        found = diagnostic_columns(name, declared, frame)
-        scopes = bias_free_scopes(name, declared, frame)
-        for column, mask in found:
-            if column.name in table:
-                values = table[column.name].to_numpy(float)
-                noise[column.name] = binomial_noise(values, int(mask.sum()))
-        for column in [c for c, _ in found if c.name in tested]:
-            scope = scopes[column.name]
+        gold = examples[name]["label"].to_numpy()
+        columns = metrics.diagnostic_columns(name, declared, examples[name])
+        scopes = metrics.bias_free_scopes(name, declared, examples[name])
+        for c, m in columns:
+            if c.name in table:
+                noise[c.name] = binomial_noise(table[c.name].to_numpy(float), int(m.sum()))
+        for column in [c.name for c, _ in columns if c.name in tested]:
+            scope = scopes[column]
             labels = sorted(set(gold[scope].tolist()))
+            by_mask = [(c.name, m) for c, m in columns]
             partners = [
-                next((c.name for c, m in found if np.array_equal(m, scope & (gold == label))), None)
-                for label in labels
+                next((c for c, m in by_mask if np.array_equal(m, scope & (gold == x))), None)
+                for x in labels
             ]
             if len(labels) != 2 or None in partners or not set(partners) <= set(table.columns):
                 raise SeedvarError(
-                    f"{column.name}: a table of rates gives its bias-free accuracy only from one "
+                    f"{column}: a table of rates gives its bias-free accuracy only from one "
                     "column per gold label of its scope (two labels); run `seedvar aggregate` "
                     "over the seeds' predictions instead"
                 )
-            rates = [table[p].to_numpy(float) for p in partners]
-            other = next(p for p in partners if p != column.name)
-            extra[other_labels_column(column.name)] = table[other].to_numpy(float)
-            values, variance = _rate_noise(
-                rates, [int((scope & (gold == x)).sum()) for x in labels]
-            )
-            free = bias_free_column(column.name)
+            other = next(p for p in partners if p != column)
+            extra[metrics.other_labels_column(column)] = table[other].to_numpy(float)
+            sizes = [int((scope & (gold == x)).sum()) for x in labels]
+            values, variance = _rate_noise([table[p].to_numpy(float) for p in partners], sizes)
+            free = metrics.bias_free_column(column)
             extra[free] = values
             method = "delta method on binomial rates"
             noise[free] = Noise(float(variance.mean()), variance, method, values)
-    return Evidence(table.assign(**extra), noise, _design(config, majority, "equal-variance"))
+    return Evidence(table.assign(**extra), noise, _design(config, golds, "equal-variance"))

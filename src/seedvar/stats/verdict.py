@@ -17,16 +17,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from seedvar.stats.bounds import (
-    ALPHA,
-    SEED_FLOOR,
-    STD_FLOOR,
-    STD_RATIO,
-    ColumnVariance,
-    accuracies,
-    seed_variance,
-    std_bound,
-)
+from seedvar.stats import bounds
+from seedvar.stats.bounds import ALPHA, SEED_FLOOR, STD_FLOOR, STD_RATIO
 from seedvar.stats.noise import Noise
 from seedvar.stats.power import minimum_seeds, seeds_to_rule_out
 from seedvar.stats.reason import Reason
@@ -78,7 +70,7 @@ class Verdict:
 
     outcome: Outcome
     reason: Reason
-    columns: tuple[ColumnVariance, ...]
+    columns: tuple[bounds.ColumnVariance, ...]
     tests: tuple[ColumnTest, ...]  # empty with fewer than 2 seeds
     margin: float | None  # seed std a headline column must exceed; None below 2 seeds
     null_margin: float | None  # what every upper bound must fall below for "does not reproduce"
@@ -124,16 +116,20 @@ def _one_class(shares: Mapping[str, Sequence[float]], n_seeds: int) -> Reason | 
     return Reason("one class", numbers | {"seed": seed, "threshold": ONE_CLASS_SHARE})
 
 
-def learned(table: pd.DataFrame, noise: Mapping[str, Noise], design: Design, alpha: float = ALPHA):
-    """(column, mean, majority, p) of the first reference column not significantly above its
-    majority class (one-sided z test, one seed's sampling error), or None."""
+def learned(
+    table: pd.DataFrame, noise: Mapping[str, Noise], design: Design, alpha: float = ALPHA
+) -> Reason | None:
+    """Why the task was not learned (near chance): the first reference column not significantly
+    above its majority class (one-sided z test, one seed's sampling error); None if learned."""
     for column in design.reference:
-        values, majority = accuracies(table, column), design.majority[column]
+        values, majority = bounds.accuracies(table, column), design.majority[column]
         mean = float(values.mean())
         se = math.sqrt(float(np.mean(_noise(noise, column).single_var)))
         p = float(stats.norm.sf((mean - majority) / se)) if se > 0 else float(mean <= majority)
         if p >= alpha:
-            return column, mean, majority, p
+            return Reason(
+                "near chance", {"column": column, "mean": mean, "chance": majority, "p": p}
+            )
     return None
 
 
@@ -153,19 +149,19 @@ def verdict(
     lower bounds in place of their upper ones), undecided; below SEED_FLOOR seeds no conclusive
     outcome (few seeds). The tested bounds are net of the paired evaluation noise."""
     free_of = design.bias_free
-    values = {c: accuracies(table, c) for c in [*design.reference, *design.tested]}
-    values |= {free_of[c]: accuracies(table, free_of[c]) for c in design.tested}
+    values = {c: bounds.accuracies(table, c) for c in [*design.reference, *design.tested]}
+    values |= {free_of[c]: bounds.accuracies(table, free_of[c]) for c in design.tested}
     shown = [*design.reference, *[x for c in design.tested for x in (c, free_of[c])]]
     shown += [c for c in noise if c in table.columns and c not in shown]
     paired = {c: _noise(noise, c).paired_var for c in shown}
-    columns = tuple(seed_variance(table, paired, shown))
+    columns = tuple(bounds.seed_variance(table, paired, shown))
     k, one_sided = len(table), alpha / design.comparisons
     tests: tuple[ColumnTest, ...] = ()
     margin = null_margin = None
     if k >= 2:
         references = [values[c] for c in design.reference]
         margin, null_margin = (
-            max(STD_RATIO * max(std_bound(v, q, 0.0) for v in references), STD_FLOOR)
+            max(STD_RATIO * max(bounds.std_bound(v, q, 0.0) for v in references), STD_FLOOR)
             for q in (one_sided, 1 - one_sided)
         )
         tests = tuple(
@@ -184,16 +180,14 @@ def verdict(
     one_class = _one_class(prediction_shares or {}, k)
     if one_class is not None:
         return Verdict("inconclusive", one_class, columns, tests, margin, null_margin, min_k)
-    not_learned = learned(table, noise, design, alpha)
-    if not_learned is not None:
-        column, mean, majority, p = not_learned
-        return decided("near chance", column=column, mean=mean, chance=majority, p=p)
+    if (not_learned := learned(table, noise, design, alpha)) is not None:
+        return decided(not_learned.rule, **not_learned.numbers)
     if both := [t for t in tests if t.passes and t.bias_free_passes]:
-        bounds = {t.column: t.seed_std_lower for t in both}
+        lower = {t.column: t.seed_std_lower for t in both}
         free = {t.bias_free: t.bias_free_lower for t in both}
         reference = " / ".join(design.reference)
         return decided(
-            "passes", bounds=bounds, bias_free=free, margin=margin, reference=reference, alpha=alpha
+            "passes", bounds=lower, bias_free=free, margin=margin, reference=reference, alpha=alpha
         )
     if raw_only := [t for t in tests if t.passes]:
         level = alpha / len(raw_only)  # label bias where the paired test shows the raw spread
@@ -269,8 +263,10 @@ def _column_test(
 ) -> ColumnTest:
     """A tested column's bounds and paired test, at the level and against the margin."""
     raw, other = values[column], values[free]
-    low, high = (std_bound(raw, q, paired[column]) for q in (1 - one_sided, one_sided))
-    free_low, free_high = (std_bound(other, q, paired[free]) for q in (1 - one_sided, one_sided))
+    low, high = (bounds.std_bound(raw, q, paired[column]) for q in (1 - one_sided, one_sided))
+    free_low, free_high = (
+        bounds.std_bound(other, q, paired[free]) for q in (1 - one_sided, one_sided)
+    )
     excess = excess_spread_p(raw, other, paired[column], paired[free])
     passes = (low > margin, free_low > margin)
     return ColumnTest(column, low, high, free, free_low, free_high, *passes, excess)
