@@ -28,12 +28,14 @@ def panels(
 
 def further_figures(results_dir: Path, headline: list[str]) -> dict[str, Figure]:
     """The three plots, from results/."""
+    best_of_n, components, per_seed = (
+        pd.read_csv(results_dir / f"{name}.csv")
+        for name in ("best_of_n", "components", "trajectory_seeds")
+    )
     return {
-        "best_of_n": plot_best_of_n(pd.read_csv(results_dir / "best_of_n.csv")),
-        "components": plot_components(pd.read_csv(results_dir / "components.csv"), headline),
-        "trajectories": plot_trajectories(
-            pd.read_csv(results_dir / "trajectory_seeds.csv"), headline
-        ),
+        "best_of_n": plot_best_of_n(best_of_n),
+        "components": plot_components(components, headline),
+        "trajectories": plot_trajectories(per_seed, headline),
     }
 
 
@@ -51,8 +53,7 @@ def plot_best_of_n(curves: pd.DataFrame) -> Figure:
             axis.fill_between(frame["n"], frame["low"], frame["high"], alpha=0.15 if ours else 0.06)
         if (rows["runs"] != OURS).any():
             axis.set_xscale("log")
-        axis.set_xlabel("seeds trained (n)")
-        axis.set_ylabel("expected accuracy")
+        axis.set(xlabel="seeds trained (n)", ylabel="expected accuracy")
         axis.set_title(column, fontsize=9)
         axis.legend(fontsize=7)
     return figure
@@ -69,14 +70,8 @@ def plot_components(table: pd.DataFrame, headline: list[str]) -> Figure:
         rows = table[table["source"] == source].set_index("column").reindex(headline)
         offset = positions - 0.4 + width * (index + 0.5)
         axis.bar(offset, rows["std"], width=width, label=source)
-        axis.errorbar(
-            offset,
-            rows["std"],
-            yerr=[rows["std"] - rows["std_low"], rows["std_high"] - rows["std"]],
-            fmt="none",
-            ecolor="black",
-            capsize=2,
-        )
+        interval = [rows["std"] - rows["std_low"], rows["std_high"] - rows["std"]]
+        axis.errorbar(offset, rows["std"], yerr=interval, fmt="none", ecolor="black", capsize=2)
     axis.set_xticks(positions, headline, rotation=30, ha="right", fontsize=8)
     axis.set_ylabel("seed std (accuracy)")
     axis.legend(fontsize=8)
@@ -92,8 +87,6 @@ def plot_trajectories(per_seed: pd.DataFrame, headline: list[str]) -> Figure:
             axis.plot(seed["step"], seed["accuracy"], marker=".", linewidth=1, alpha=0.7)
         if rows.empty:
             axis.text(0.5, 0.5, "trained without a trajectory", ha="center", va="center")
-        axis.set_ylim(-0.03, 1.03)
-        axis.set_xlabel("training step")
-        axis.set_ylabel("accuracy (subsample)")
+        axis.set(ylim=(-0.03, 1.03), xlabel="training step", ylabel="accuracy (subsample)")
         axis.set_title(column, fontsize=9)
     return figure

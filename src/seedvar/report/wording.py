@@ -18,7 +18,7 @@ from seedvar.results.evidence import Evidence
 from seedvar.results.past_the_paper import JOINT, OURS
 from seedvar.stats.analysis import LEAD_RATIO
 from seedvar.stats.bounds import STD_FLOOR, STD_RATIO
-from seedvar.stats.components import ALPHA, holm
+from seedvar.stats.components import ALPHA, COMPONENTS, holm
 from seedvar.stats.correlation import Prediction
 from seedvar.stats.power import DESIGN_POWER, DESIGN_SEED_STD, MAX_SEEDS
 from seedvar.stats.reason import Reason
@@ -412,25 +412,15 @@ def components_text(table: pd.DataFrame, headline: list[str]) -> str:
     parts = []
     for column, p, reject in zip(tested, adjusted, rejected, strict=True):
         rows = table[table["column"] == column].set_index("source")
-        init, order = rows.loc["init"], rows.loc["data order"]
-        if not reject:
-            answer = f"no difference shown (Holm-adjusted p = {p:.2g})"
-        elif first.loc[column, "init_minus_order_var"] > 0:
-            answer = f"init varies more (Holm-adjusted p = {p:.2g})"
-        else:
-            answer = f"data order varies more (Holm-adjusted p = {p:.2g})"
-        interaction = rows.loc["interaction"]
-        said = (
-            f"interaction {interaction['std']:.1%} [{interaction['std_low']:.1%}, "
-            f"{interaction['std_high']:.1%}]"
-        )
-        if pd.notna(interaction["note"]) and interaction["note"]:
-            said += f" ({interaction['note']})"
-        parts.append(
-            f"{column}: init {init['std']:.1%} [{init['std_low']:.1%}, {init['std_high']:.1%}], "
-            f"data order {order['std']:.1%} [{order['std_low']:.1%}, {order['std_high']:.1%}], "
-            f"{said}: {answer}"
-        )
+        larger = "init" if first.loc[column, "init_minus_order_var"] > 0 else "data order"
+        answer = f"{larger} varies more" if reject else "no difference shown"
+        said = [
+            f"{source} {row['std']:.1%} [{row['std_low']:.1%}, {row['std_high']:.1%}]"
+            for source, row in rows.loc[list(COMPONENTS)].iterrows()
+        ]
+        if pd.notna(note := rows.loc["interaction", "note"]) and note:
+            said[-1] += f" ({note})"
+        parts.append(f"{column}: {', '.join(said)}: {answer} (Holm-adjusted p = {p:.2g})")
     return (
         "Which seed matters (seed std by source, 95 % intervals; init against data order "
         f"tested, Holm corrected over {len(tested)} columns at family-wise {ALPHA:g}): "

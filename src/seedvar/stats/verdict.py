@@ -193,17 +193,13 @@ def verdict(
         level = alpha / len(raw_only)  # label bias where the paired test shows the raw spread
         excess = [t for t in raw_only if t.excess_p is not None and t.excess_p < level]
         best = max(excess or raw_only, key=lambda t: t.seed_std_lower)
-        return decided(
-            "label bias" if excess else "not separated",
-            column=best.column,
-            lower=best.seed_std_lower,
-            bias_free=best.bias_free,
-            bias_free_lower=best.bias_free_lower,
-            bias_free_upper=best.bias_free_upper,
-            p=best.excess_p,
-            level=level,
-            margin=margin,
-        )
+        numbers = {"column": best.column, "lower": best.seed_std_lower, "bias_free": best.bias_free}
+        numbers |= {
+            "bias_free_lower": best.bias_free_lower,
+            "bias_free_upper": best.bias_free_upper,
+        }
+        numbers |= {"p": best.excess_p, "level": level, "margin": margin}
+        return decided("label bias" if excess else "not separated", **numbers)
     frees = [free_of[c] for c in design.tested]
     if not any(_above_chance(values[c], noise[c], len(frees) * k, alpha) for c in frees):
         means = {c: float(values[c].mean()) for c in frees}
@@ -233,14 +229,9 @@ def verdict(
         return min((x for x in found if x is not None), default=None)
 
     needed = [rule_out(t.column) for t in tests if uppers[t.column] >= null_margin]
-    return decided(
-        "undecided",
-        seeds=k,
-        margin=null_margin,
-        largest=largest,
-        power_seeds=min_k,
-        rule_out_seeds=None if None in needed else max(needed),  # type: ignore[type-var]
-    )
+    most = None if None in needed else max(needed)  # type: ignore[type-var]
+    numbers = {"seeds": k, "margin": null_margin, "largest": largest, "power_seeds": min_k}
+    return decided("undecided", **numbers, rule_out_seeds=most)
 
 
 _OUTCOME: dict[str, Outcome] = {"passes": "reproduces", "ruled out": "does not reproduce"}
