@@ -174,10 +174,6 @@ class SeedJob:
         os.rename(partial, self.folder)
         shutil.rmtree(old, ignore_errors=True)
 
-    def finished_with(self, config: Config) -> bool:
-        """Whether the seed has finished with this very recipe."""
-        return self.stored(config) is not None
-
     def refuse_finished(self, config: Config, force: bool) -> None:
         """OutputExistsError if the seed has finished with this recipe (unless `force`)."""
         if self.stored(config) is not None and not force:

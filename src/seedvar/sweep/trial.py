@@ -140,23 +140,19 @@ class TrialRun:
         return values
 
 
+@dataclass
 class Driver:
     """Asks Optuna for trials, runs their seeds through the scheduler, tells Optuna."""
 
-    def __init__(
-        self,
-        base: Config,
-        study: optuna.Study,
-        storage: RDBStorage,
-        scheduler: InProcess,
-        echo: Callable[[str], None],
-    ) -> None:
-        self.base, self.study, self.storage = base, study, storage
-        self.scheduler, self.echo = scheduler, echo
-        self.active: dict[int, TrialRun] = {}  # by trial number; seeds submitted
-        self.waiting: list[TrialRun] = []  # the same configuration as an active trial
-        self.failures: list[str] = []
-        self.failed_trials = 0
+    base: Config
+    study: optuna.Study
+    storage: RDBStorage
+    scheduler: InProcess
+    echo: Callable[[str], None]
+    active: dict[int, TrialRun] = field(default_factory=dict)  # by number; seeds submitted
+    waiting: list[TrialRun] = field(default_factory=list)  # the configuration of an active one
+    failures: list[str] = field(default_factory=list)  # errors that would recur in every trial
+    failed_trials: int = 0
 
     def run(self, at_once: int) -> None:
         with warnings.catch_warnings():  # "experimental" since Optuna 2.9
@@ -177,8 +173,9 @@ class Driver:
                     self._record(result)
         except KeyboardInterrupt:  # failed, and queued again: the next run takes them up first
             for trial in [*self.active.values(), *self.waiting]:
-                self.study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
-                self.study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+                if trial.state is None:  # not pruned or failed already
+                    self.study.tell(trial.number, state=TrialState.FAIL)
+                    self.study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
                 if trial.run is not None:
                     trial.run.end(tracking.KILLED)
             raise
@@ -203,7 +200,8 @@ class Driver:
                 return
             with warnings.catch_warnings():  # its heartbeats are recorded here, not by optimize
                 warnings.filterwarnings("ignore", "Heartbeat of storage")
-                self._start(self.study.ask())  # an enqueued trial first (the base config)
+                trial = self.study.ask()  # an enqueued trial first (the base configuration)
+            self._start(trial)
 
     def _start(self, handle: optuna.Trial, resume_run_id: str | None = None) -> None:
         """Draw the trial's parameters (those drawn already stay) and start its seeds."""
