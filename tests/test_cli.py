@@ -83,8 +83,12 @@ def test_a_cluster_without_ray_names_the_extra(study_dir: Path):
 @pytest.mark.slow
 def test_without_ray_the_seeds_train_one_after_another(study_dir: Path):
     seeds = ["--set", "seeds=[0, 1]", "--set", "ray.cpus_per_seed=1"]
-    done = run_command([sys.executable, "-c", WITHOUT_RAY, "launch", *SMOKE, *seeds], timeout=STUDY)
+    checkpoints = ["--set", "train.checkpoint_every_n_steps=1"]  # Lightning's save, every step
+    command = [sys.executable, "-c", WITHOUT_RAY, "launch", *SMOKE, *seeds, *checkpoints]
+    done = run_command(command, timeout=STUDY)
     assert done.returncode == 0, done.stderr
+    for noise in ("weights_only", "MISSING", "newly initialized", "Warning", "Traceback"):
+        assert noise not in done.stdout + done.stderr  # the status line and a line per seed
     holds_two = this_machine().slots(SeedResources(1, 0)) >= 2  # else no Ray is needed
     assert ("Ray is not installed: seeds train one at a time" in done.stdout) == holds_two
     assert "up to 1 at once" in done.stdout

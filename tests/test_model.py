@@ -14,7 +14,7 @@ from transformers import BertForSequenceClassification
 from seedvar.config import load_config
 from seedvar.data.sources import canonical, read_source
 from seedvar.data.tokenized import tokenize_cached
-from seedvar.pretrained import TINY_RANDOM, load_model, load_tokenizer
+from seedvar.pretrained import OFFLINE_MINILM, TINY_RANDOM, load_model, load_tokenizer
 from seedvar.training import device
 from seedvar.training.datamodule import NLIDataModule
 from seedvar.training.dropout import BitDropout, bit_dropout, keep_mask
@@ -272,3 +272,11 @@ def test_bit_dropout_drops_while_training_and_a_seed_repeats_it():
         without = model(**batch).logits
     assert torch.equal(first, again) and not torch.equal(first, second)
     assert not torch.allclose(first, without)
+
+
+def test_a_pretrained_encoder_under_a_new_head_loads_without_a_word(capfd):
+    """transformers' load report ("classifier.weight MISSING", "newly initialized") and its
+    progress bar would print once per seed in every launch."""
+    model = load_model(OFFLINE_MINILM, 0, LABELS)
+    assert model.classifier.weight.shape == (3, model.config.hidden_size)
+    assert capfd.readouterr() == ("", "")
