@@ -1,6 +1,6 @@
-"""The process table (psutil): a process's starters and descendants, and the processes a
-command left behind when it was killed, so that the next command can end them. A process is
-told from a later one that got its pid by its start time (`started_at`)."""
+"""The process table (psutil): a process's starters and descendants, and what a killed command
+left behind, for the next to end. A process is told from a later one with its pid by its start
+time (`started_at`)."""
 
 from __future__ import annotations
 
@@ -85,8 +85,7 @@ def keep_recording(record: Path, stop: threading.Event) -> None:
 
 
 def watch_starters(then: Callable[[], None]) -> None:
-    """Call `then()` as soon as any of `ancestors_in_group()` dies (or this process is
-    reparented)."""
+    """Call `then()` once any of `ancestors_in_group()` dies (or this process is reparented)."""
     starters = ancestors_in_group()
     if not starters:
         return
