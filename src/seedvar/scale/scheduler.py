@@ -86,8 +86,6 @@ class SeedTask:
 
 @dataclass(frozen=True)
 class TaskResult:
-    """How an attempt at a seed ended."""
-
     key: TaskKey
     status: Status
     attempt: str = ""

@@ -117,8 +117,8 @@ def trial_id(storage: BaseStorage, study_name: str, number: int) -> int:
 
 
 def trial_callbacks(config: Config, number: int, reports: bool) -> list[L.Callback]:
-    """Where a seed of trial `number` trains: stop when the trial ends on another seed; if
-    `reports` (its first seed), report validation accuracy for pruning."""
+    """A seed's callbacks in trial `number`: stop when the trial ends on another seed; if
+    `reports` (the first seed), report validation accuracy for pruning."""
     from seedvar.metrics import validation_key
     from seedvar.sweep.pruning import PruneOnValidation, StopWithTrial
 
