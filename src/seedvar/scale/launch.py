@@ -1,8 +1,6 @@
 """The driver of every command that trains seeds (`seedvar launch`, `dvc repro`, `seedvar train`;
-`seedvar sweep` through sweep/trial.py) and the launch itself. It holds the study's lease, a file
-lock outside DVC's outputs that the OS drops when the driver dies (a second driver stops at once
-naming the first), ends KILLED the runs killed drivers left RUNNING, runs the seeds on a backend
-(this process, or Ray), shows progress, publishes each finished seed and lists what failed."""
+`seedvar sweep` through sweep/trial.py): the study's lease, a backend (this process, or Ray), the
+runs killed drivers left RUNNING ended KILLED; and the launch, its progress and its report."""
 
 from __future__ import annotations
 

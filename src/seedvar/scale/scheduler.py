@@ -1,9 +1,8 @@
-"""Seed tasks (one attempt at a seed through `run_seed`, every ending returned as a TaskResult)
-and the schedulers that see each seed to one end: `InProcess` one after another in the driver,
-`Scheduler` as Ray tasks at once. A seed runs again at most `ray.max_retries` times: lost (Ray
-reruns it), stalled (no batch in its progress.json, timed by the driver, for `ray.stall_seconds`:
-force-cancelled; should it wake, it finds its work taken over, seeds/job.py) or failed with a
-passing error (a store still locked after the write's own retries). Each new attempt resumes."""
+"""Seed tasks (an attempt at a seed, every ending returned as a TaskResult) and the schedulers that
+see each seed to one end: `InProcess` in the driver, `Scheduler` on Ray. A seed runs again (and
+resumes) at most `ray.max_retries` times: lost (Ray reruns it), stalled (no batch in its progress
+for `ray.stall_seconds`: cancelled; should it wake, it finds its work taken over) or failed with a
+passing error (a store still locked after the write's own retries)."""
 
 from __future__ import annotations
 
