@@ -1,14 +1,8 @@
-"""Interrupts that are never lost: Ctrl-C, SIGTERM, SIGHUP, and the death of the command that
-started this one.
-
-Python raises KeyboardInterrupt wherever the main thread is when SIGINT arrives. If that is a
-weakref callback or a `__del__` run by the garbage collector (SQLAlchemy's session cleanup,
-under MLflow, is one), Python prints "Exception ignored" and the interrupt is gone: a sweep
-would train on. seedvar's handler also remembers the interrupt, and the training loop and
-prediction raise it again at their next batch (`raise_if_lost`). SIGTERM and SIGHUP (a `kill`,
-a closed terminal, a scheduler's stop) take the same path as Ctrl-C, so that every command
-cleans up after them as after Ctrl-C.
-"""
+"""Interrupts never lost: Ctrl-C, SIGTERM, SIGHUP (a `kill`, a closed terminal, a scheduler's
+stop: cleaned up after as Ctrl-C), and the death of the command that started this one. A
+KeyboardInterrupt raised in a weakref callback or a `__del__` (SQLAlchemy's session cleanup,
+under MLflow) is printed as "Exception ignored" and gone: so the handler also remembers it, and
+training and prediction raise it again at their next batch (`raise_if_lost`)."""
 
 from __future__ import annotations
 
@@ -43,9 +37,7 @@ def raise_if_lost() -> None:
 
 
 def stop_with_starters() -> None:
-    """Interrupt this process (SIGTERM) as soon as a process that started it dies: any ancestor
-    in its process group (`make study` -> `dvc exp run` -> this driver: killing any of them,
-    even with SIGKILL, which nobody can handle, stops the driver, which cleans up). A command
-    started from a shell or a batch script with job control outlives that shell, as it should
-    (`nohup`): the shell is in another process group."""
+    """Interrupt this process (SIGTERM) as soon as an ancestor in its process group dies (`make
+    study` -> `dvc exp run` -> this driver: killing any, even with SIGKILL, stops the driver,
+    which cleans up). One started from a shell with job control outlives it (another group)."""
     watch_starters(lambda: os.kill(os.getpid(), signal.SIGTERM))

@@ -1,6 +1,6 @@
-"""The process table (psutil): a process's starters and descendants, and the processes a
-command left behind when it was killed, so that the next command can end them. A process is
-told from a later one that got its pid by its start time (`started_at`)."""
+"""The process table (psutil): a process's starters and descendants, and what a killed command
+left behind, for the next to end. A process is told from a later one with its pid by its start
+time (`started_at`)."""
 
 from __future__ import annotations
 
@@ -33,17 +33,6 @@ def alive(pid: int) -> bool:
         return False
 
 
-def ancestors_in_group() -> list[int]:
-    """This process's parent and its ancestors, as long as they are in this process's group."""
-    group, found = os.getpgrp(), []
-    for parent in psutil.Process().parents():
-        with suppress(OSError):
-            if parent.pid <= 1 or os.getpgid(parent.pid) != group:
-                break
-            found.append(parent.pid)
-    return found
-
-
 def descendants(root: int) -> dict[int, str]:
     """Every living descendant of `root`, with its start time."""
     try:
@@ -54,20 +43,17 @@ def descendants(root: int) -> dict[int, str]:
     return {pid: start for pid, start in found.items() if start is not None}
 
 
-def end_recorded(record: Path) -> int:
-    """SIGKILL what `record` lists that still runs (a killed command's Ray); how many."""
+def end_recorded(record: Path) -> None:
+    """SIGKILL what `record` lists that still runs (a killed command's Ray)."""
     try:
         listed = json.loads(record.read_text())
     except (OSError, ValueError):
-        return 0
-    ended = 0
+        return
     for pid, start in listed.items():
         if started_at(int(pid)) == start and alive(int(pid)):
             with suppress(psutil.Error):
                 psutil.Process(int(pid)).kill()
-                ended += 1
     record.unlink(missing_ok=True)
-    return ended
 
 
 def keep_recording(record: Path, stop: threading.Event) -> None:
@@ -85,9 +71,14 @@ def keep_recording(record: Path, stop: threading.Event) -> None:
 
 
 def watch_starters(then: Callable[[], None]) -> None:
-    """Call `then()` as soon as any of `ancestors_in_group()` dies (or this process is
-    reparented)."""
-    starters = ancestors_in_group()
+    """Call `then()` once one of this process's ancestors in its group (from its parent up) dies,
+    or this process is reparented."""
+    group, starters = os.getpgrp(), []
+    for parent in psutil.Process().parents():
+        with suppress(OSError):
+            if parent.pid <= 1 or os.getpgid(parent.pid) != group:
+                break
+            starters.append(parent.pid)
     if not starters:
         return
 

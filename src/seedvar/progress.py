@@ -1,7 +1,6 @@
-"""How far an attempt at a seed has got, in its work folder's progress.json, which a driver
-reads to tell a seed that advances from one that is stuck (frozen, or blocked in a system
-call while its other threads live). The training loop and prediction tick it from the main
-thread, once per batch; it is written at most once a second."""
+"""How far an attempt at a seed has got, in its work folder's progress.json: a driver reads it to
+tell a seed that advances from one stuck (frozen, or blocked in a system call while its other
+threads live). Training and prediction tick it once per batch; written at most once a second."""
 
 from __future__ import annotations
 
@@ -47,17 +46,14 @@ def reporting(path: Path, attempt: str, submission: int) -> Iterator[None]:
 
 
 def tick(phase: str | None = None, step: int | None = None, total: int | None = None) -> None:
-    """One more batch (of `phase`, else of the phase so far; training also gives its step of
-    `total`)."""
+    """One more batch (of `phase`, else the phase so far; training gives its step of `total`)."""
     if _current is None:
         return
     _current.batches += 1
     changed = phase is not None and phase != _current.phase
     _current.phase = phase or _current.phase
-    if step is not None:
-        _current.step = step
-    if total is not None:
-        _current.total = total
+    _current.step = _current.step if step is None else step
+    _current.total = _current.total if total is None else total
     if changed or time.monotonic() - _written >= WRITE_SECONDS:
         _write()
 

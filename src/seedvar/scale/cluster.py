@@ -20,9 +20,8 @@ from seedvar.processes import keep_recording
 from seedvar.training.device import usable_gpus
 
 INSTALL = "pip install -e '.[ray]'"
-# Seeds that share one GPU at most by default (assumed, not yet measured on a GPU: benchmarks/
-# gpu.py measures seeds per GPU-hour at 1, 2, 4 and 8), and the GPU memory one BERT-base seed at
-# batch 32 is given (weights, AdamW state, activations and the allocator's cache)
+# Seeds that share one GPU at most by default (assumed; benchmarks/gpu.py measures seeds per
+# GPU-hour at 1, 2, 4 and 8), and the GPU memory given to one BERT-base seed at batch 32
 SEEDS_PER_GPU, SEED_GPU_GIB = 4, 10.0
 START_TRIES = 3  # starts of a local Ray (see `_init`)
 
@@ -91,15 +90,14 @@ class SeedResources:
 
 
 def this_machine() -> ClusterInfo:
-    """This machine as a local Ray would see it (the CPUs this process may use, the GPUs torch
-    can use), without starting Ray."""
+    """This machine as a local Ray would see it (this process's CPUs, torch's GPUs), unstarted."""
     node = {"CPU": float(len(os.sched_getaffinity(0))), "GPU": float(usable_gpus())}
     return ClusterInfo(None, [node], None)
 
 
 def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
     """Resources per seed from the `ray` section; ConfigError if they do not suit the training
-    settings, RayUnavailableError if no node of the cluster can run one seed."""
+    settings, RayUnavailableError if no node can run one seed."""
     settings, accelerator = config.ray, config.train.accelerator
     gpus = settings.gpus_per_seed
     if gpus == "auto":
@@ -127,8 +125,8 @@ def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
 
 
 def seeds_per_gpu(cluster: ClusterInfo) -> int:
-    """Seeds that share a GPU under `gpus_per_seed: auto`: as many as this machine's GPU memory
-    holds, at most SEEDS_PER_GPU; one on a cluster, whose GPUs the driver cannot see."""
+    """Seeds per GPU under `gpus_per_seed: auto`: as many as this machine's GPU memory holds, at
+    most SEEDS_PER_GPU; one on a cluster, whose GPUs the driver cannot see."""
     if cluster.address is not None:
         return 1
     import torch
@@ -138,8 +136,8 @@ def seeds_per_gpu(cluster: ClusterInfo) -> int:
 
 
 def _init(ray: Any, address: str | None, options: dict[str, Any]) -> Any:
-    """`ray.init`; a local Ray that timed out during startup (its raylet has 30 s to register,
-    which a loaded machine of 2 cores can miss) is started again, up to START_TRIES times."""
+    """`ray.init`; a local Ray that timed out during startup (its raylet's 30 s to register, which
+    a loaded 2-core machine can miss) started again, up to START_TRIES times."""
     start = partial(ray.init, address=address, logging_level=logging.WARNING, **options)
     for _ in range(START_TRIES - 1):
         try:
@@ -153,24 +151,21 @@ def _init(ray: Any, address: str | None, options: dict[str, Any]) -> Any:
 
 @contextmanager
 def ray_session(settings: RayConfig, record: Path | None = None) -> Iterator[ClusterInfo]:
-    """Connect to the cluster at `ray.address` or RAY_ADDRESS, or with neither start a Ray of
-    this machine's own, even where another Ray runs here (`ray.init()` alone would join it); shut
-    down on exit what was started here. `record`: where a local Ray's processes are listed while
-    it runs, for the next driver to end those a killed one left (`end_recorded`)."""
+    """Connect to the cluster at `ray.address` or RAY_ADDRESS, else start a Ray of this machine's
+    own (`ray.init()` would join another running here); shut down on exit what started here.
+    `record`: where a local Ray's processes are listed, for the next driver to end those a killed
+    one left (`end_recorded`)."""
     ray = import_ray()
     started_here = not ray.is_initialized()
     recording = threading.Event()
     dashboard = None
     if started_here:
         local = settings.address is None and "RAY_ADDRESS" not in os.environ
-        # Ray runs its workers at nice 15, where they yield to any other work (measured: a
-        # task's imports took 264 s instead of 30 s beside another job on 2 cores); its GPUs are
-        # those torch can use (Ray counts what the driver lists, usable or not)
+        # Ray's workers at nice 15 yield to any other work (a task's imports took 264 s, not 30,
+        # beside another job on 2 cores); its GPUs: torch's usable ones, not all those listed
         here = {"_system_config": {"worker_niceness": 0}, "num_gpus": usable_gpus()}
-        # Ray's note at every start that it secures a local Ray with a token (its default)
-        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
-            logging.ERROR
-        )
+        token_note = "ray._private.authentication.authentication_token_setup"  # at every start
+        logging.getLogger(token_note).setLevel(logging.ERROR)
         try:
             context = _init(ray, "local" if local else settings.address, here if local else {})
         except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...

@@ -1,10 +1,6 @@
-"""The driver: what every command that trains a study's seeds does (`seedvar launch`, what
-`dvc repro` runs, and `seedvar train`, one seed; `seedvar sweep` through sweep/trial.py), and the
-launch itself. A driver holds the study's lease: a file lock beside the seeds' work (outside
-DVC's outputs), which the OS drops when the driver dies, so that a second driver stops at once
-with one line naming the first. It ends KILLED the seed runs that killed drivers left RUNNING,
-runs its seeds on a backend (this process, or Ray: a cluster or a local Ray), shows progress,
-publishes each finished seed into output_dir and lists what failed."""
+"""The driver of every command that trains seeds (`seedvar launch`, `dvc repro`, `seedvar train`;
+`seedvar sweep` through sweep/trial.py): the study's lease, a backend (this process, or Ray), the
+runs killed drivers left RUNNING ended KILLED; and the launch, its progress and its report."""
 
 from __future__ import annotations
 
@@ -50,26 +46,30 @@ def driver_id(pid: int | None = None) -> str:
     return f"{socket.gethostname()}:{pid}:{started_at(pid) or '?'}"
 
 
-def driver_gone(driver: str) -> bool:
-    """Whether the driver `driver` (a `driver_id`) ran on this host and runs no longer."""
-    host, pid, _ = driver.rsplit(":", 2)
-    return host == socket.gethostname() and driver_id(int(pid)) != driver
-
-
 @contextmanager
 def lease(folder: Path, study: str, command: str) -> Iterator[Path]:
-    """Hold the lease of study `study` (its hash) kept in `folder` while the block runs, else
-    DriverRunning; `command`: what the holder runs, for a second driver's message. First it ends
-    what a killed driver's local Ray left running; yields where a local Ray records its own."""
+    """Hold the lease of study `study` (its hash) in `folder` while the block runs, else
+    DriverRunning naming `command`, what the holder runs. Ends what a killed driver's local Ray
+    left running; yields where a local Ray records its processes."""
     folder.mkdir(parents=True, exist_ok=True)
     holder = folder / f"driver-{study}.json"
     try:
         locked = FileLock(folder / f"driver-{study}.lock", blocking=False).acquire()
     except Timeout:
-        raise DriverRunning(_held_by(holder)) from None
+        try:
+            found = json.loads(holder.read_text())
+            who = "`{command}` (pid {pid} on {host}, since {since})".format(**found)
+        except (OSError, ValueError, KeyError):
+            who = f"another process (it holds {holder.with_suffix('.lock')})"
+        raise DriverRunning(
+            f"this study is being trained by {who}; wait for it to finish, or stop it, "
+            "then run this command again"
+        ) from None
     with locked:
-        who = {"host": socket.gethostname(), "pid": os.getpid(), "command": command}
-        write_atomically(holder, json.dumps({**who, "since": time.strftime("%Y-%m-%d %H:%M:%S")}))
+        holding = {"host": socket.gethostname(), "pid": os.getpid(), "command": command}
+        write_atomically(
+            holder, json.dumps({**holding, "since": time.strftime("%Y-%m-%d %H:%M:%S")})
+        )
         record = folder / f"ray-{study}.json"
         end_recorded(record)
         try:
@@ -78,23 +78,9 @@ def lease(folder: Path, study: str, command: str) -> Iterator[Path]:
             holder.unlink(missing_ok=True)
 
 
-def _held_by(holder: Path) -> str:
-    try:
-        found = json.loads(holder.read_text())
-        who = (
-            f"`{found['command']}` (pid {found['pid']} on {found['host']}, since {found['since']})"
-        )
-    except (OSError, ValueError, KeyError):
-        who = f"another process (it holds {holder.with_suffix('.lock')})"
-    return (
-        f"this study is being trained by {who}; wait for it to finish, or stop it, "
-        "then run this command again"
-    )
-
-
 def task_config(config: Config) -> Config:
-    """The config for the seeds: the driver's tracking store, resolved here (a task's
-    environment is its node's, and a relative SQLite path would resolve against its folder)."""
+    """The config for the seeds, its tracking store resolved here (a task's node would resolve a
+    relative SQLite path against its own folder)."""
     uri = tracking.tracking_uri(config.tracking)
     return config.model_copy(update={"tracking": config.tracking.model_copy(update={"uri": uri})})
 
@@ -111,9 +97,9 @@ def seed_task(key: TaskKey, config: Config, **more: Any) -> tasks.SeedTask:
 def backend(
     config: Config, where: Where, seeds: int, record: Path, echo: Callable[[str], None]
 ) -> Iterator[InProcess]:
-    """The scheduler of `seeds` seeds: this process, one seed after another, where `where` is
-    "here", or "auto" where the machine holds one seed at a time or Ray is not installed; else
-    Ray (the cluster at ray.address, or a local Ray, its processes listed in `record`)."""
+    """The scheduler of `seeds` seeds: this process, one after another, where `where` is "here"
+    (or "auto" and the machine holds one seed at a time, or Ray is not installed); else Ray (at
+    ray.address, or a local Ray whose processes are listed in `record`)."""
     tracking.check_reachable(config)
     with ExitStack() as stack:
         scheduler = InProcess(config.ray, None, echo)  # "here": torch's own thread count
@@ -158,8 +144,10 @@ def end_orphaned(config: Config, driver: str | None = None) -> None:
         f"tags.`{DRIVER_TAG}` LIKE '%:%' and attributes.status = 'RUNNING'",
     )
     for run in running:
-        held_by = run.data.tags[DRIVER_TAG]
-        if held_by == driver or (driver is None and driver_gone(held_by)):
+        held_by = run.data.tags[DRIVER_TAG]  # a `driver_id`: gone if of this host, not running
+        host, pid, _ = held_by.rsplit(":", 2)
+        gone = host == socket.gethostname() and driver_id(int(pid)) != held_by
+        if held_by == driver or (driver is None and gone):
             tracking.TrackedRun(store.client, run.info.run_id).end(
                 tracking.KILLED, {"seedvar.interrupted": "true"}
             )
@@ -177,15 +165,11 @@ class LaunchReport:
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        failed = {s: {"error": r.error, "error_type": r.error_type} for s, r in self.failed.items()}
         lists = {name: sorted(getattr(self, name)) for name in ("finished", "already", "not_run")}
+        failed = {s: {"error": r.error, "error_type": r.error_type} for s, r in self.failed.items()}
         retried = dict(sorted(self.retried.items()))
-        return {
-            **lists,
-            "failed": dict(sorted(failed.items())),
-            "retried": retried,
-            "seconds": round(self.seconds, 1),
-        }
+        ordered = {"failed": dict(sorted(failed.items())), "retried": retried}
+        return {**lists, **ordered, "seconds": round(self.seconds, 1)}
 
     @property
     def ok(self) -> bool:
@@ -216,10 +200,9 @@ def launch(
     if_finished: IfFinished = "reuse",
 ) -> LaunchReport:
     """Train every seed of `seeds` (default: `config.seeds`) not finished with this recipe and
-    publish them all into output_dir; `command`: what the user ran (for a second driver's
-    message). `if_finished`, for a seed finished with this recipe: "reuse" (publish it),
-    "refuse" (OutputExistsError), "replace" (train it again). Seeds finished with another
-    recipe stay kept, and come back when that recipe does."""
+    publish them all into output_dir; `command`: what the user ran. `if_finished`, for a seed
+    finished with this recipe: "reuse" (publish it), "refuse" (OutputExistsError), "replace"
+    (train it again). Seeds of another recipe stay kept, for when that recipe comes back."""
     started = time.monotonic()
     seeds = config.seeds if seeds is None else seeds
     if config.ray.address is not None and where != "here":
@@ -264,8 +247,8 @@ def launch(
 def _drive(
     scheduler: InProcess, report: LaunchReport, total: int, column: str, echo: Callable[[str], None]
 ) -> None:
-    """Collect results until every seed has one (shown with its `column`); after a failure that
-    would hit every seed (bad data, bad config), cancel the seeds that have not started."""
+    """Collect a result per seed (shown with its `column`); after a failure that would hit every
+    seed (bad data, bad config), cancel the seeds that have not started."""
     started = last_status = time.monotonic()
     first_steps: dict[tuple[TaskKey, int], int] = {}
     while scheduler.running:
@@ -299,9 +282,8 @@ def _status(
     elapsed: float,
     first_steps: dict[tuple[TaskKey, int], int],
 ) -> str:
-    """One line: seeds done, running (with their steps) and waiting, the time so far and an
-    estimate of the time left, whose pace counts only the steps trained since this driver began
-    (`first_steps`: each submission's step when first seen; a resumed seed did the rest)."""
+    """One line: seeds done, running (with steps), waiting, the time so far and left; the pace
+    counts only steps trained since this driver began (`first_steps`: each submission's first)."""
     activity = scheduler.activity()
     shown = []
     for key, found in sorted(activity.items(), key=lambda item: item[0].seed)[:4]:

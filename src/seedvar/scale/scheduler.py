@@ -1,12 +1,8 @@
-"""Seed tasks and the schedulers that see them through, each seed ending once. A task is one
-attempt at a seed through `run_seed`; it returns every ending as a TaskResult (it raises only on
-an interrupt). `InProcess` runs tasks one after another in the driver's process, `Scheduler` as
-Ray tasks at once. A seed is submitted again at most `ray.max_retries` times: lost (its worker or
-node died: Ray runs it again), stalled (its progress.json, read and timed by the driver alone,
-shows no batch for `ray.stall_seconds` while its process lives: force-cancelled; should it wake,
-it finds its work taken over and stops, seeds/job.py), or failed with a passing error (a store
-still locked after the write's own retries, tracking/retry.py). Each new attempt resumes.
-"""
+"""Seed tasks (an attempt at a seed, every ending returned as a TaskResult) and the schedulers that
+see each seed to one end: `InProcess` in the driver, `Scheduler` on Ray. A seed runs again (and
+resumes) at most `ray.max_retries` times: lost (Ray reruns it), stalled (no batch in its progress
+for `ray.stall_seconds`: cancelled; should it wake, it finds its work taken over) or failed with a
+passing error (a store still locked after the write's own retries)."""
 
 from __future__ import annotations
 
@@ -71,9 +67,8 @@ class TaskKey:
 
 @dataclass(frozen=True)
 class SeedTask:
-    """One seed to run, its work kept in `store` (absolute, as the driver sees it). `callbacks`
-    makes more Lightning callbacks where it trains (a sweep trial's); `submission` counts the
-    driver's submissions of the seed; `threads`: torch's (None: its own)."""
+    """One seed to run, its work kept in `store` (absolute). `callbacks` makes more Lightning
+    callbacks where it trains (a trial's); `threads`: torch's (None: its own)."""
 
     key: TaskKey
     config: Config
@@ -84,7 +79,7 @@ class SeedTask:
     run_tags: dict[str, str] = field(default_factory=dict)
     callbacks: Callable[[], list[L.Callback]] | None = None
     if_finished: IfFinished = "reuse"
-    submission: int = 1
+    submission: int = 1  # the driver's submissions of this seed so far
     threads: int | None = 1
 
 
@@ -103,8 +98,8 @@ class TaskResult:
 
 
 def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> TaskResult:
-    """One attempt at one seed, in the project folder; `where`: the Ray node and task it runs
-    as (None: the driver's process)."""
+    """One attempt at one seed, in the project folder; `where`: its Ray node and task (None: the
+    driver's process)."""
     import torch
 
     from seedvar.seeds.seed import Scheduled, run_seed
@@ -146,16 +141,12 @@ def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> TaskRe
     except Superseded as superseded:
         return ended(Status.SUPERSEDED, error=first_line(superseded))
     except SeedvarError as error:  # a user's: `stops_launch` where it would recur in every seed
-        kind = type(error).__name__
-        return ended(
-            Status.FAILED, error=first_line(error), error_type=kind, stops_launch=error.stops_launch
-        )
+        kind, stops = type(error).__name__, error.stops_launch
+        return ended(Status.FAILED, error=first_line(error), error_type=kind, stops_launch=stops)
     except Exception as error:  # a bug, or this seed's own trouble (out of memory): its own
-        kind, detail = type(error).__name__, traceback.format_exc()
-        error_line, passing = f"{kind}: {first_line(error)}", transient(error)
-        return ended(
-            Status.FAILED, error=error_line, error_type=kind, transient=passing, detail=detail
-        )
+        kind, passing, detail = type(error).__name__, transient(error), traceback.format_exc()
+        line = f"{kind}: {first_line(error)}"
+        return ended(Status.FAILED, error=line, error_type=kind, transient=passing, detail=detail)
 
 
 def run_on_ray(task: SeedTask) -> TaskResult:
@@ -163,15 +154,13 @@ def run_on_ray(task: SeedTask) -> TaskResult:
     import ray
 
     context = ray.get_runtime_context()
-    return run_seed_task(
-        task, {"ray_node": context.get_node_id(), "ray_task": context.get_task_id() or ""}
-    )
+    where = {"ray_node": context.get_node_id(), "ray_task": context.get_task_id() or ""}
+    return run_seed_task(task, where)
 
 
 @dataclass
 class Submission:
-    """A seed as last submitted, its Ray reference, and the last progress seen with the
-    driver's time it was first seen."""
+    """A seed as last submitted, its Ray reference, its last progress and when first seen."""
 
     task: SeedTask
     ref: Any = None
@@ -197,7 +186,7 @@ class InProcess:
         self.running[task.key] = Submission(task, self._start(task))
 
     def _start(self, task: SeedTask) -> Any:
-        return None  # run by `wait`
+        """Its Ray reference (here none: `wait` runs it)."""
 
     def cancel(self, key: TaskKey) -> None:
         """Stop `key` now (its work in progress stays, for a later command to resume)."""

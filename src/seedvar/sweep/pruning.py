@@ -1,6 +1,5 @@
-"""The Lightning callbacks that stop a sweep trial's seeds where they train: its first seed
-reports validation accuracy to the trial and is pruned when the pruner says so; every seed
-stops once its trial has ended on another seed."""
+"""The Lightning callbacks that stop a sweep trial's seeds: the first reports validation accuracy
+and is pruned when the pruner says so; every seed stops once its trial ended on another."""
 
 from __future__ import annotations
 
@@ -15,10 +14,9 @@ from seedvar import tracking
 
 
 class PruneOnValidation(L.Callback):
-    """Reports the seed's validation accuracy (`key`) after every epoch (step = epoch, so the
-    pruner compares the same seed and epoch across trials); prunes if told to. Not
-    optuna-integration's callback: pruning raises RunPruned, so that the seed's MLflow run ends
-    KILLED and tagged, not FAILED."""
+    """Reports the seed's validation accuracy (`key`) after every epoch (step = epoch: the pruner
+    compares the same seed and epoch across trials); prunes if told to, raising RunPruned (not
+    optuna-integration's callback: the seed's run ends KILLED and tagged, not FAILED)."""
 
     def __init__(self, trial: optuna.Trial, key: str) -> None:
         self.trial, self.key = trial, key
@@ -33,9 +31,8 @@ class PruneOnValidation(L.Callback):
 
 
 class StopWithTrial(L.Callback):
-    """Stops a seed once its trial has been pruned (RunPruned) or has failed (RunStopped) on
-    another seed, as the study's storage says before a training batch, at most every
-    `every_seconds`."""
+    """Stops a seed once its trial was pruned (RunPruned) or failed (RunStopped) on another seed,
+    as the storage says before a batch, read at most every `every_seconds`."""
 
     def __init__(self, storage: BaseStorage, trial_id: int, every_seconds: float = 2.0) -> None:
         self.storage, self.trial_id, self.every_seconds = storage, trial_id, every_seconds

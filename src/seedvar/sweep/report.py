@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -26,58 +27,40 @@ from seedvar.sweep.trial import MLFLOW_RUN_ATTR, OUTPUT_DIR_ATTR, SEEDS_ATTR  # 
 
 
 def axes_of(config: Config) -> tuple[str, str, str]:
-    """The trials table's columns of the accuracy, the spread and the base's spread: mean and
-    std across seeds of the primary in-distribution column, std of the first diagnostic set's
-    headline mean."""
+    """The trials table's columns of the accuracy (mean primary column across seeds), the spread
+    (std of the first diagnostic set's headline mean) and the base's spread (std of the first)."""
     base, first = primary_column(config.task), next(iter(config.diagnostics))
     return f"mean/{base}", f"std/{headline_mean_column(first)}", f"std/{base}"
 
 
 def trials_table(study: optuna.Study) -> pd.DataFrame:
     """One row per trial: number, state, hyperparameters, means and stds across its seeds."""
+    hidden = ("default", OUTPUT_DIR_ATTR, SEEDS_ATTR, MLFLOW_RUN_ATTR)
     rows = []
     for trial in study.trials:
-        row = {
-            "trial": trial.number,
-            "state": trial.state.name,
-            "default": bool(trial.user_attrs.get("default", False)),
-        }
-        row.update({f"param/{k}": v for k, v in trial.params.items()})
-        hidden = ("default", OUTPUT_DIR_ATTR, SEEDS_ATTR, MLFLOW_RUN_ATTR)
-        row.update({k: v for k, v in trial.user_attrs.items() if k not in hidden})
-        rows.append(row)
+        default = bool(trial.user_attrs.get("default", False))
+        row = {"trial": trial.number, "state": trial.state.name, "default": default}
+        row |= {f"param/{k}": v for k, v in trial.params.items()}
+        rows.append(row | {k: v for k, v in trial.user_attrs.items() if k not in hidden})
     return pd.DataFrame(rows)
 
 
 def plot_accuracy_vs_spread(config: Config, table: pd.DataFrame, pareto: set[int]) -> Figure:
-    """Per trial: mean in-distribution accuracy against the std across seeds of the first
-    diagnostic set's headline mean; the default configuration starred, the Pareto front
-    circled."""
+    """Per trial: accuracy against spread (`axes_of`); the default configuration starred, the
+    Pareto front circled."""
     accuracy, spread, _ = axes_of(config)
     complete = table[table["state"] == "COMPLETE"]
     figure, axis = plt.subplots(figsize=(7, 5), layout="constrained")
     axis.scatter(complete[accuracy], complete[spread], color="tab:blue", label="trial")
-    front = complete[complete["trial"].isin(pareto)]
-    if len(front):
-        axis.scatter(
-            front[accuracy],
-            front[spread],
-            s=160,
-            facecolors="none",
-            edgecolors="tab:red",
-            label="Pareto front",
-        )
-    default = complete[complete["default"]]
-    if len(default):
-        axis.scatter(
-            default[accuracy],
-            default[spread],
-            marker="*",
-            s=300,
-            color="tab:orange",
-            zorder=3,
-            label="default configuration",
-        )
+    front, default = complete[complete["trial"].isin(pareto)], complete[complete["default"]]
+    circled: dict[str, Any] = {"s": 160, "facecolors": "none", "edgecolors": "tab:red"}
+    starred: dict[str, Any] = {"marker": "*", "s": 300, "color": "tab:orange", "zorder": 3}
+    for rows, label, style in (
+        (front, "Pareto front", circled),
+        (default, "default configuration", starred),
+    ):
+        if len(rows):
+            axis.scatter(rows[accuracy], rows[spread], label=label, **style)
     for _, row in complete.iterrows():
         axis.annotate(str(int(row["trial"])), (row[accuracy], row[spread]), fontsize=8)
     axis.set_xlabel(f"{accuracy} (across seeds)")
@@ -115,31 +98,25 @@ def write_sweep_outputs(config: Config, study: optuna.Study, out_dir: Path) -> l
     table.to_csv(out_dir / "trials.csv", index=False)
     multi = len(study.directions) > 1
     pareto = {t.number for t in study.best_trials} if multi and len(table) else set()
-    target = (lambda t: t.values[0]) if multi else None
-    written = [out_dir / "trials.csv"]
+    target, target_name = ((lambda t: t.values[0]) if multi else None), axes_of(config)[0]
+    plots = optuna.visualization.matplotlib
     figures = {"accuracy_vs_spread": plot_accuracy_vs_spread(config, table, pareto)}
-    target_name = axes_of(config)[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        history = optuna.visualization.matplotlib.plot_optimization_history(
-            study, target=target, target_name=target_name
-        )
+        history = plots.plot_optimization_history(study, target=target, target_name=target_name)
         figures["optimization_history"] = _figure_of(history)
         if len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) >= 2:
-            importances = _figure_of(
-                optuna.visualization.matplotlib.plot_param_importances(
-                    study, target=target, target_name=target_name
-                )
+            importances = plots.plot_param_importances(
+                study, target=target, target_name=target_name
             )
+            figures["param_importances"] = _figure_of(importances)
         else:
-            importances, axis = plt.subplots(figsize=(6, 2))
+            figures["param_importances"], axis = plt.subplots(figsize=(6, 2))
             axis.text(0.5, 0.5, "importances need 2 or more completed trials", ha="center")
             axis.set_axis_off()
-        figures["param_importances"] = importances
     for name, figure in figures.items():
         figure.savefig(out_dir / f"{name}.png", dpi=120, bbox_inches="tight")
         plt.close(figure)
-        written.append(out_dir / f"{name}.png")
     params = [c for c in table if c.startswith("param/")]
     columns = ["trial", "state", "default", *params, *axes_of(config)]
     shown = table[[c for c in columns if c in table]]
@@ -150,7 +127,8 @@ def write_sweep_outputs(config: Config, study: optuna.Study, out_dir: Path) -> l
         + "".join(f"![{name}]({name}.png)\n\n" for name in figures)
     )
     (out_dir / "report.md").write_text(report)
-    return [*written, out_dir / "report.md"]
+    pngs = [out_dir / f"{name}.png" for name in figures]
+    return [out_dir / "trials.csv", *pngs, out_dir / "report.md"]
 
 
 def _figure_of(axes: Axes) -> Figure:

@@ -1,6 +1,5 @@
-"""The sweep's search: its Optuna study, storage (an SQLite file or any SQLAlchemy URL:
-PostgreSQL to share one sweep between machines), sampler and pruner, the space and each trial's
-config."""
+"""The sweep's search: its Optuna study, storage (SQLite, or any SQLAlchemy URL: PostgreSQL to
+share a sweep between machines), sampler, pruner, the space and each trial's config."""
 
 from __future__ import annotations
 
@@ -27,26 +26,23 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 def rdb_storage(url: str, heartbeat_seconds: int | None, max_retries: int) -> RDBStorage:
-    """Storage whose running trials send heartbeats (None: none); a trial silent for twice the
-    interval is failed and enqueued again, at most `max_retries` times. Unreachable databases
-    fail fast."""
-    engine_kwargs = {}
+    """Storage whose running trials send heartbeats every `heartbeat_seconds` (None: none); a
+    trial silent for twice that is failed and enqueued again, at most `max_retries` times.
+    Unreachable databases fail fast."""
+    engine: dict[str, Any] = {}
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     elif url.startswith("postgresql"):
-        engine_kwargs = {"connect_args": {"connect_timeout": 5}}
+        engine = {"connect_args": {"connect_timeout": 5}}
+    beats: dict[str, Any] = {}
+    if heartbeat_seconds is not None:
+        retry = RetryHeartbeatStaleTrialCallback(max_retries)
+        beats = {"heartbeat_interval": heartbeat_seconds, "grace_period": 2 * heartbeat_seconds}
+        beats["heartbeat_stale_trial_callback"] = retry
     try:
         with warnings.catch_warnings():  # heartbeats have been "experimental" since Optuna 2.9
             warnings.simplefilter("ignore", ExperimentalWarning)
-            if heartbeat_seconds is None:
-                return RDBStorage(url, engine_kwargs=engine_kwargs)
-            return RDBStorage(
-                url,
-                engine_kwargs=engine_kwargs,
-                heartbeat_interval=heartbeat_seconds,
-                grace_period=2 * heartbeat_seconds,
-                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retries),
-            )
+            return RDBStorage(url, engine_kwargs=engine, **beats)
     except Exception as error:  # SQLAlchemy raises many types for a bad or unreachable URL
         raise ConfigError(
             f"cannot open the study storage {url} ({first_line(error)}); check the URL and that "
@@ -87,8 +83,8 @@ def open_study(config: Config, storage: RDBStorage) -> optuna.Study:
 
 
 def sampler(multi: bool, seed: int) -> optuna.samplers.BaseSampler:
-    """NSGA-II for two objectives, else TPE with the constant liar, so that trials running at
-    once are not all drawn at one spot."""
+    """NSGA-II for two objectives, else TPE with the constant liar (trials at once not all drawn
+    at one spot)."""
     if multi:
         return optuna.samplers.NSGAIISampler(seed=seed)
     with warnings.catch_warnings():  # constant_liar is "experimental" since Optuna 2.8
@@ -97,8 +93,8 @@ def sampler(multi: bool, seed: int) -> optuna.samplers.BaseSampler:
 
 
 def prepare_study(base: Config, storage: RDBStorage) -> optuna.Study:
-    """The sweep's study, the base configuration enqueued as its first trial if new and inside
-    the space; ConfigError, before any work, unless every corner of the space is a valid config."""
+    """The sweep's study, the base configuration its first trial if new and inside the space;
+    ConfigError, before any work, unless every corner of the space is a valid config."""
     for bound in ("low", "high"):
         corner = {
             key: spec.choices[0] if spec.choices is not None else getattr(spec, bound)
@@ -121,8 +117,8 @@ def trial_id(storage: BaseStorage, study_name: str, number: int) -> int:
 
 
 def trial_callbacks(config: Config, number: int, reports: bool) -> list[L.Callback]:
-    """Where a seed of trial `number` trains: stop when the trial ends on another seed; if
-    `reports` (its first seed), report validation accuracy for pruning."""
+    """A seed's callbacks in trial `number`: stop when the trial ends on another seed; if
+    `reports` (the first seed), report validation accuracy for pruning."""
     from seedvar.metrics import validation_key
     from seedvar.sweep.pruning import PruneOnValidation, StopWithTrial
 
@@ -152,6 +148,7 @@ def drawn(trial: optuna.Trial, space: dict[str, SearchRange]) -> dict[str, Any]:
 
 
 def _suggest(trial: optuna.Trial, key: str, spec: SearchRange) -> Any:
+    """One value from one range."""
     if spec.choices is not None:
         return trial.suggest_categorical(key, spec.choices)
     assert spec.low is not None and spec.high is not None  # SearchRange: choices, or a range
@@ -162,8 +159,8 @@ def _suggest(trial: optuna.Trial, key: str, spec: SearchRange) -> Any:
 
 
 def trial_config(base: Config, params: dict[str, Any]) -> Config:
-    """The base config with a trial's hyperparameters; its seeds go to
-    sweeps/<study name>/<config hash>/ (outside runs/, which belongs to the main study)."""
+    """The base config with a trial's hyperparameters; its seeds in sweeps/<study>/<config hash>/
+    (outside the main study's runs/)."""
     raw = base.model_dump()
     for key, value in params.items():
         section, name = setting_path(key).split(".")
@@ -178,11 +175,8 @@ def default_params(base: Config, space: dict[str, SearchRange]) -> dict[str, Any
     params = {}
     for key, spec in space.items():
         section, name = setting_path(key).split(".")
-        value = getattr(getattr(base, section), name)
-        inside = (
-            value in spec.choices if spec.choices is not None else spec.low <= value <= spec.high
-        )
+        params[key] = value = getattr(getattr(base, section), name)
+        inside = spec.low <= value <= spec.high if spec.choices is None else value in spec.choices
         if not inside:
             return None
-        params[key] = value
     return params

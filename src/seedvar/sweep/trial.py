@@ -1,12 +1,9 @@
-"""`seedvar sweep`: Optuna asks for configurations (ask-and-tell: the study, its storage and
-trials stay Optuna's, the base configuration enqueued first), the driver runs each trial's k seeds
-through the launch's route (in this process, or with `--ray` as Ray tasks, trials at once) and
-tells Optuna how the trial ended. A trial's first seed reports validation accuracy for pruning;
-a pruned or failed trial's other seeds stop. Ctrl-C fails the trials under way and enqueues them
-again. A driver killed outright leaves its trials RUNNING: the next one takes them up under the
-same numbers, or, where their heartbeats stopped over 2 x sweep.heartbeat_seconds ago, Optuna
-fails and retries them with the same parameters. Finished seeds are reused, the others resume.
-"""
+"""`seedvar sweep`: Optuna asks (ask-and-tell, the base configuration first), the driver runs each
+trial's k seeds through the launch's route (here, or with `--ray` trials at once) and tells Optuna
+how it ended. The first seed reports for pruning; a pruned or failed trial's other seeds stop.
+Ctrl-C fails the trials under way and enqueues them again. A killed driver's RUNNING trials are
+taken up by the next under their numbers or, silent over 2 x sweep.heartbeat_seconds, failed and
+retried by Optuna with the same parameters. Finished seeds are reused, the others resume."""
 
 from __future__ import annotations
 
@@ -74,8 +71,8 @@ def run_sweep(base: Config, ray: bool = False, echo: Callable[[str], None] = pri
 
 @dataclass
 class TrialRun:
-    """A trial in flight: its Optuna trial, configuration, MLflow run, what its seeds returned,
-    and the state Optuna was told before its end (pruned, failed)."""
+    """A trial in flight: its Optuna trial, configuration, MLflow run, its seeds' results, and
+    the state Optuna was told before its end (pruned, failed)."""
 
     trial: optuna.Trial
     params: dict[str, Any]
@@ -90,8 +87,7 @@ class TrialRun:
         return self.trial.number
 
     def open_run(self) -> tracking.TrackedRun:
-        """The trial's MLflow run (new, its id a user attribute, or reopened), its seeds'
-        parent."""
+        """The trial's MLflow run, its seeds' parent (new, its id a user attribute, or reopened)."""
         sweep, number = self.config.sweep, self.number
         description = (
             f"Trial {number} of sweep {sweep.study_name}: the configuration {self.params}, "
@@ -109,19 +105,17 @@ class TrialRun:
         return self.run
 
     def record(self) -> list[float]:
-        """Record the trial once its seeds have all finished: the mean and std across seeds of
-        every accuracy column (no majority shares) and each diagnostic set's headline mean, as
-        user attributes (with where its seeds are) and on its run under the columns' MLflow keys;
-        returns its objective values (the mean primary accuracy; in the accuracy_and_spread mode
-        also the std of the first diagnostic set's headline mean)."""
+        """Record a finished trial: mean and std across seeds of every accuracy column and each
+        diagnostic set's headline mean, as user attributes (with where its seeds are) and on its
+        run; returns its objectives (mean primary accuracy; accuracy_and_spread: also the std of
+        the first diagnostic set's headline mean)."""
         config, rows = self.config, []
         for seed in sorted(self.results):
             metrics = self.results[seed].metrics or {}
             row = {k: v for k, v in metrics.items() if not k.startswith(MAJORITY_SHARE)}
             for name, diagnostic in config.diagnostics.items():
-                row[headline_mean_column(name)] = float(
-                    np.mean([metrics[c] for c in diagnostic.headline])
-                )
+                headline = [metrics[column] for column in diagnostic.headline]
+                row[headline_mean_column(name)] = float(np.mean(headline))
             rows.append(row)
         stats = pd.DataFrame(rows).agg(["mean", "std"])  # std: ddof 1
         summary = {f"{s}/{c}": float(stats.at[s, c]) for c in stats.columns for s in stats.index}
@@ -231,9 +225,8 @@ class Driver:
             self.scheduler.submit(task)
 
     def _record(self, result: TaskResult) -> None:
-        """A seed is back. One pruned or failed ends its trial in Optuna at once, which the
-        trial's other seeds, still training, read from the storage and stop on; those not
-        started are not run."""
+        """A seed is back. One pruned or failed ends its trial in Optuna at once: its other seeds
+        read that from the storage and stop; those not started are not run."""
         assert result.key.trial is not None  # a sweep's keys name their trial
         trial = self.active[result.key.trial]
         trial.results[result.key.seed] = result

@@ -1,7 +1,6 @@
-"""MLflow tracking: the store (its URI, whether it answers, the study's experiment, the UI's
-address), runs opened, logged to and ended by their outcome, the study's parent run, and
-provenance. Writes that meet a busy store are retried (retry.py); the Lightning logger that sends
-a seed's curves to its run is logger.py (it loads Lightning)."""
+"""MLflow tracking: the store (URI, reachability, the study's experiment, the UI's address), runs
+opened, logged to and ended by outcome, the study's parent run, provenance. Writes that meet a
+busy store are retried (retry.py); a seed's curves go through logger.py (it loads Lightning)."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 ARTIFACTS = "artifacts"  # a SQLite store's artifacts: mlruns/artifacts beside mlruns/mlflow.db
 UI_HOST, UI_PORT = "http://127.0.0.1", 5000  # where `mlflow ui` serves by default
 EXPERIMENT_TAGS = {
-    # a model-training experiment; MLflow 3.17's UI picks its pages by its own workflow
-    # switch, not by this tag: seedvar's link says which (see runs_table_url)
+    # MLflow 3.17's UI picks its pages by its own switch, not by this tag (see runs_table_url)
     "mlflow.experimentKind": "custom_model_development",
     "mlflow.note.content": "A seedvar seed-variance study: one parent run per study (its "
     "results and report), one child run per seed (its training curves, its metrics on the "
@@ -62,8 +60,8 @@ class Store:
 
 def tracking_uri(tracking: TrackingConfig) -> str:
     """Config value, else MLFLOW_TRACKING_URI, else the SQLite store under mlruns/; a relative
-    SQLite path is made absolute against the project root (also for DVC's temporary and queued
-    experiments; MLflow caches stores by URI, not by folder)."""
+    SQLite path made absolute at the project root (DVC's temporary experiments; MLflow caches
+    stores by URI, not by folder)."""
     uri = tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         uri = f"sqlite:///{project_root() / uri.removeprefix('sqlite:///')}"
@@ -78,8 +76,7 @@ def sqlite_file(uri: str) -> Path | None:
 @cache
 def write_ahead(database: Path) -> None:
     """Put a SQLite store in write-ahead-log mode (once; the file keeps it): readers (an `mlflow
-    ui`) never block the seeds' writes, nor writes the readers. A write that meets another
-    writer's lock waits MLflow's 20 s, then is tried again (retry.py)."""
+    ui`) and the seeds' writes never block each other."""
     database.parent.mkdir(parents=True, exist_ok=True)
     with closing(sqlite3.connect(database, timeout=60)) as connection:
         connection.execute("PRAGMA journal_mode=WAL")
@@ -91,8 +88,7 @@ def check_reachable(config: Config) -> None:
     if not uri.startswith(("http://", "https://")):
         return
     try:
-        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=5):
-            pass
+        urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=5).close()
     except OSError as error:
         raise TrackingError(
             f"cannot reach the MLflow tracking server at {uri} ({error}); start it "
@@ -118,11 +114,9 @@ def open_store(config: Config) -> Store:
 
 
 def runs_table_url(config: Config, host: str | None = None) -> str:
-    """The MLflow UI's runs table of the study's experiment, as a fresh browser opens it. MLflow
-    3.17's UI picks its pages by a browser-wide switch ("GenAI" unless the URL's `workflowType`
-    says otherwise), not by the experiment's kind: this link names the runs page and the
-    model-training workflow. `host`: where the UI is served; by default the tracking server for
-    an http(s) store, else `mlflow ui`'s default address (see `ui_command`)."""
+    """The MLflow UI's runs table of the study's experiment, the model-training workflow named
+    (MLflow 3.17's UI shows "GenAI" pages unless `workflowType` says otherwise). `host`: where the
+    UI is served (default: an http(s) store, else `mlflow ui`'s address)."""
     uri = tracking_uri(config.tracking)
     if host is None:
         host = uri if uri.startswith(("http://", "https://")) else f"{UI_HOST}:{UI_PORT}"
@@ -156,11 +150,12 @@ class RunPruned(RunStopped):
     tag = "seedvar.pruned"
 
 
+@dataclass(frozen=True)
 class TrackedRun:
     """An open MLflow run (MLflow's `log_batch` splits what it is given into its own limits)."""
 
-    def __init__(self, client: MlflowClient, run_id: str) -> None:
-        self.client, self.run_id = client, run_id
+    client: MlflowClient
+    run_id: str
 
     def log_params(self, params: dict[str, Any]) -> None:
         self.client.log_batch(
@@ -191,30 +186,22 @@ class TrackedRun:
         fingerprint as digest, its use (training, validation, evaluation) as context."""
         inputs = []
         for name, frame in frames.items():
-            dataset = entities.Dataset(
-                name=name,
-                digest=fingerprints[name],
-                source_type="seedvar",
-                source=json.dumps({"set": name}),
-                profile=json.dumps({"num_rows": len(frame)}),
-            )
-            use = DATA_CONTEXT.get(name, "evaluation")
-            inputs.append(
-                entities.DatasetInput(dataset, [entities.InputTag("mlflow.data.context", use)])
-            )
-        for attempt in range(DATASET_ATTEMPTS):
+            source, rows = json.dumps({"set": name}), json.dumps({"num_rows": len(frame)})
+            dataset = entities.Dataset(name, fingerprints[name], "seedvar", source, profile=rows)
+            use = entities.InputTag("mlflow.data.context", DATA_CONTEXT.get(name, "evaluation"))
+            inputs.append(entities.DatasetInput(dataset, [use]))
+        for attempt in range(1, DATASET_ATTEMPTS + 1):
             try:
                 return self.client.log_inputs(self.run_id, datasets=inputs)
             except MlflowException as error:
                 # Seeds that start together race to add the same dataset to the experiment
                 # (MLflow looks it up, then inserts it): the loser's insert breaks the unique
                 # key and rolls back; again, it finds the winner's dataset and reuses it.
-                duplicate = any(
-                    s in str(error).lower() for s in ("unique constraint", "duplicate key")
-                )
-                if attempt + 1 == DATASET_ATTEMPTS or not duplicate:
+                message = str(error).lower()
+                duplicate = "unique constraint" in message or "duplicate key" in message
+                if attempt == DATASET_ATTEMPTS or not duplicate:
                     raise
-                time.sleep(0.2 * (attempt + 1))
+                time.sleep(0.2 * attempt)
 
     def log_weights(self, model_dir: Path, published: Path, upload: bool) -> str:
         """A logged model for the run (the Models column) pointing at the folder the weights
@@ -239,8 +226,8 @@ class TrackedRun:
         self.client.set_terminated(self.run_id, status)
 
     def last_step(self) -> int | None:
-        """The latest training step logged so far (an earlier attempt's, when resumed); MLflow's
-        system metrics count their own samples, not steps, and are left out."""
+        """The latest training step logged so far (an earlier attempt's, when resumed); system
+        metrics, which count samples, not steps, left out."""
         metrics = self.client.get_run(self.run_id).data.metrics
         keys = [key for key in metrics if not key.startswith("system/")]
         steps = [p.step for key in keys for p in self.client.get_metric_history(self.run_id, key)]
@@ -254,17 +241,16 @@ def start_run(
     parent_run_id: str | None = None,
     resume_run_id: str | None = None,
 ) -> TrackedRun:
-    """Start a run (a child of `parent_run_id` if given), or reopen `resume_run_id`, the run of
-    an interrupted attempt at the same work (tagged `seedvar.resumed`). Its opener ends it."""
+    """Start a run (a child of `parent_run_id` if given), or reopen `resume_run_id`, an
+    interrupted attempt's run (tagged `seedvar.resumed`). Its opener ends it."""
     store = open_store(config)
     if resume_run_id:
         store.client.update_run(resume_run_id, status=RUNNING)
         resumed = TrackedRun(store.client, resume_run_id)
         resumed.set_tags({"seedvar.resumed": "true", **(tags or {})})
         return resumed
-    all_tags = {**context_tags(config), **(tags or {})}
-    if parent_run_id:
-        all_tags[PARENT_TAG] = parent_run_id
+    parent = {PARENT_TAG: parent_run_id} if parent_run_id else {}
+    all_tags = {**context_tags(config), **(tags or {}), **parent}
     run = store.client.create_run(store.experiment_id, run_name=run_name, tags=all_tags)
     return TrackedRun(store.client, run.info.run_id)
 
@@ -279,27 +265,24 @@ def open_run(
     holds: Callable[[], bool] = lambda: True,
 ) -> Iterator[TrackedRun]:
     """`start_run` as a context: the run ends FINISHED, or KILLED (interrupted, or stopped on
-    purpose), or FAILED. `holds`: whether this process still holds the work the run records;
-    once it does not (another attempt took the work over, run included), the run is left as it
-    is, whatever happens here."""
+    purpose), or FAILED; left as it is once `holds()` is false (another attempt took the work
+    and its run over)."""
     run = start_run(config, run_name, tags, parent_run_id, resume_run_id)
     try:
         yield run
-    except (KeyboardInterrupt, RunStopped) as stop:
+    except BaseException as error:
         if holds():
-            run.end(KILLED, {stop.tag: "true"} if isinstance(stop, RunStopped) else None)
-        raise
-    except BaseException:
-        if holds():
-            run.end(FAILED)
+            killed = isinstance(error, KeyboardInterrupt | RunStopped)
+            tags = {error.tag: "true"} if isinstance(error, RunStopped) else None
+            run.end(KILLED if killed else FAILED, tags)
         raise
     if holds():
         run.end(FINISHED)
 
 
 def context_tags(config: Config) -> dict[str, str]:
-    """Tags every run of a study carries: recipe hash, profile, MLflow's source tags (the
-    Source and Version columns), DVC experiment if any."""
+    """Every run's tags: recipe hash, profile, MLflow's source tags (the Source and Version
+    columns), the DVC experiment if any."""
     tags = {STUDY_TAG: config.study_hash(), "seedvar.profile": config.profile}
     tags |= {"mlflow.source.name": "seedvar", "mlflow.source.type": "LOCAL"}
     if commit := _git("rev-parse", "HEAD"):
@@ -319,8 +302,8 @@ def seed_run_name(config: Config, seed: int) -> str:
 
 
 def study_run_id(store: Store, config: Config) -> str:
-    """The parent run of the study (same recipe, any seeds), created on first use: no process
-    runs it; it holds the recipe, and the results after `report`."""
+    """The study's parent run (same recipe, any seeds), made on first use: it holds the recipe,
+    and the results after `report`."""
     found = store.client.search_runs(
         [store.experiment_id],
         filter_string=f"tags.`{STUDY_TAG}` = '{config.study_hash()}' "

@@ -11,10 +11,9 @@ from seedvar.tracking.retry import retried
 
 
 class RunLogger(MLFlowLogger):
-    """MLFlowLogger on a run seedvar opened, each write `retried`; the run's end (FINISHED only
-    after evaluation) stays with its opener. `guard` is called before each write (it may raise
-    to stop a process that lost the run); steps up to `after_step` are not logged again (a
-    resumed attempt retraces those since its checkpoint)."""
+    """MLFlowLogger on a run seedvar opened (and ends, after evaluation), each write `retried`.
+    `guard` runs before each write (it may raise to stop a process that lost the run); steps up
+    to `after_step` are not logged again (a resumed attempt retraces those since its checkpoint)."""
 
     def __init__(
         self,

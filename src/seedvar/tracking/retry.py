@@ -1,7 +1,6 @@
-"""Writes that outlast a busy store: a write to the tracking store that meets a lock (a SQLite
-database locked past its busy timeout, a PostgreSQL lock timeout, serialization conflict or
-deadlock) or a dropped connection is tried again, with backoff, for up to WRITE_RETRY_SECONDS;
-only then does its error reach the seed (which the scheduler may then try again)."""
+"""Writes that outlast a busy store: a tracking write that meets a lock (SQLite past its busy
+timeout; a PostgreSQL lock timeout, serialization conflict or deadlock) or a dropped connection
+is tried again, with backoff, for up to WRITE_RETRY_SECONDS; only then does the seed see it."""
 
 from __future__ import annotations
 
@@ -43,16 +42,14 @@ def retried(write: Callable[P, R]) -> Callable[P, R]:
     return again
 
 
-class QuietWhenRetried(logging.Filter):
+def _not_retried(record: logging.LogRecord) -> bool:
     """Leaves out MLflow's trace of a store error that passes (`mlflow.store.db.utils` logs one
     for each): seedvar's writes are tried again and say so in one line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        return error is None or transient_cause(error) is None
+    error = record.exc_info[1] if record.exc_info else None
+    return error is None or transient_cause(error) is None
 
 
-logging.getLogger("mlflow.store.db.utils").addFilter(QuietWhenRetried())
+logging.getLogger("mlflow.store.db.utils").addFilter(_not_retried)
 
 
 class RetryingClient(MlflowClient):
