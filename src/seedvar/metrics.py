@@ -20,7 +20,6 @@ from seedvar.declared import Diagnostic, Group, InDistribution, in_distribution_
 TRAIN_SECONDS = "time/train_seconds"  # wall time of a seed's training (this attempt's part)
 EVALUATE_SECONDS = "time/evaluate_seconds"  # wall time of its evaluation
 MAJORITY_SHARE = "majority share"  # share of a set's most frequent predicted label
-HEADLINE_MEAN = "headline mean"  # a diagnostic set's headline columns, averaged
 
 
 @dataclass(frozen=True)

@@ -69,9 +69,7 @@ def load_study_sets(config: Config) -> StudySets:
     return StudySets(train, validation, evaluation)
 
 
-def load_evaluation_sets(
-    config: Config,
-) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
+def load_evaluation_sets(config: Config) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
     """The evaluation sets as evaluated (the task's, then the diagnostics: subsampled), and
     the same sets whole (validation draws from them; augmentation must be disjoint from
     them)."""

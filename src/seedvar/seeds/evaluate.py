@@ -32,11 +32,7 @@ from seedvar.metrics import (
 )
 from seedvar.pretrained import load_tokenizer, load_trained
 from seedvar.seeds.finished import COLUMNS, CONFIG, METRICS
-from seedvar.training.device import (
-    autocast_dtype,
-    evaluation_device,
-    resolve_eval_precision,
-)
+from seedvar.training.device import autocast_dtype, evaluation_device, resolve_eval_precision
 from seedvar.training.predict import predict_logits
 
 
