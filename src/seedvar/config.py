@@ -512,11 +512,9 @@ def load_config(
         raise ConfigError(f"unknown profile {chosen!r}; choose one of {names}")
     chosen_profile = read_params(PROFILES_DIR / f"{chosen}.yaml")
     defaults = read_params(DEFAULTS)
-    raw = layered([defaults, chosen_profile, from_file, from_overrides])
-    raw["sweep"]["space"] = search_space(
-        [defaults, chosen_profile, from_file, from_overrides],
-        whole_in_overrides="sweep.space" in keys,
-    )
+    layers = [defaults, chosen_profile, from_file, from_overrides]
+    raw = layered(layers)
+    raw["sweep"]["space"] = search_space(layers, whole_in_overrides="sweep.space" in keys)
     raw["profile"] = chosen
     origins = {"--set": from_overrides, str(params_path): from_file}
     origins[f"profile {chosen}"] = chosen_profile

@@ -164,8 +164,7 @@ def check_headers(config: Config) -> None:
     task = config.task
     task_reading(task, task.train).check_header("task.train")
     for name, declared in task.evaluation.items():
-        reading = task_reading(task, declared.source, declared.fields)
-        reading.check_header(f"task.evaluation.{name}")
+        task_reading(task, declared.source, declared.fields).check_header(f"task.evaluation.{name}")
     for name, diagnostic in config.diagnostics.items():
         diagnostic_reading(task, diagnostic).check_header(f"diagnostics.{name}")
     if task.augmentation and config.data.augment_examples:

@@ -59,10 +59,9 @@ def set_columns(
     config: Config, set_name: str, predictions: pd.DataFrame
 ) -> list[tuple[Column, np.ndarray]]:
     """The columns of one set, each with the mask of its examples."""
-    if set_name in config.task.evaluation:
-        column = in_distribution_column(
-            set_name, config.task.evaluation[set_name], len(predictions)
-        )
+    declared = config.task.evaluation.get(set_name)
+    if declared is not None:
+        column = in_distribution_column(set_name, declared, len(predictions))
         return [(column, np.ones(len(predictions), dtype=bool))]
     return diagnostic_columns(set_name, config.diagnostics[set_name], predictions)
 

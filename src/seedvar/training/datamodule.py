@@ -105,29 +105,22 @@ class ResumableLoader(DataLoader):
         self.batches.skip = state["batches_done"]
 
 
+@dataclass(eq=False, repr=False)
 class NLIDataModule(L.LightningDataModule):
     """Training batches in an order fixed by `data_seed`; validation batches in file order."""
 
-    def __init__(
-        self,
-        train: datasets.Dataset,
-        validation: datasets.Dataset,
-        pad_token_id: int,
-        batch_size: int,
-        eval_batch_size: int,
-        data_seed: int,
-        group_by_length: bool,
-        pin_memory: bool = False,
-    ) -> None:
+    train: datasets.Dataset
+    validation: datasets.Dataset
+    pad_token_id: int
+    batch_size: int
+    eval_batch_size: int
+    data_seed: int
+    group_by_length: bool
+    pin_memory: bool = False  # page-locked batches copy to a GPU without blocking
+
+    def __post_init__(self) -> None:
         super().__init__()
-        self.train = train
-        self.validation = validation
-        self.collate = PadToLongest(pad_token_id)
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size
-        self.data_seed = data_seed
-        self.group_by_length = group_by_length
-        self.pin_memory = pin_memory  # page-locked batches copy to a GPU without blocking
+        self.collate = PadToLongest(self.pad_token_id)
 
     def train_dataloader(self) -> DataLoader:
         lengths = [len(ids) for ids in self.train["input_ids"]]
