@@ -12,7 +12,6 @@ from pathlib import Path
 import datasets
 import numpy as np
 import pandas as pd
-import torch
 from transformers import PreTrainedModel
 
 from seedvar import tracking
@@ -85,7 +84,6 @@ def evaluate_sets(
     tokenized: Mapping[str, datasets.Dataset],
     pad_token_id: int,
     output_dir: Path,
-    autocast: torch.dtype | None = None,
 ) -> tuple[dict[str, float], list[Column]]:
     """Predict every set; write predictions/<set>.parquet, metrics.json and columns.json (each
     column's name, MLflow key, set and size) into `output_dir`; return metrics and columns.
@@ -107,7 +105,7 @@ def evaluate_sets(
                 pad_token_id,
                 config.train.eval_batch_size,
                 set_name,
-                autocast,
+                autocast_dtype(config),
             )
             if not np.isfinite(logits).all():
                 raise DivergedError(
@@ -158,7 +156,6 @@ def evaluate_saved(
             tokenized,
             tokenizer.pad_token_id,
             output_dir,
-            autocast_dtype(config),
         )
         config.save(output_dir / CONFIG)
         run.log_metrics(metrics, columns)

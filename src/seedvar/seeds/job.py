@@ -78,8 +78,8 @@ class Resumable:
 
 @dataclass(frozen=True)
 class SeedJob:
-    """The folders and files of seed `seed` published under `output_dir` and kept under `store`
-    (by default `work_dir_of(output_dir)`), as seen by the attempt whose id is `attempt_id`."""
+    """The folders and files of seed `seed` published under `output_dir` and stored under
+    `store` (by default `work_dir_of(output_dir)`), as seen by the attempt `attempt_id`."""
 
     output_dir: Path
     seed: int
@@ -322,10 +322,10 @@ class SeedJob:
 
     def publish(self, force: bool = False) -> Path:
         """Move this attempt's finished work into place with one rename, so no reader sees
-        half a seed, and show it in output_dir; returns where it is kept. Superseded if another
-        attempt took the work over; AlreadyPublished if the seed was finished with this recipe
-        meanwhile by an attempt that worked unseen beside this one; a finished seed of this
-        recipe is replaced only when `force`."""
+        half a seed, and publish its view in output_dir; returns where it is stored. Superseded
+        if another attempt took the work over; AlreadyPublished if the seed was finished with
+        this recipe meanwhile by an attempt that worked unseen beside this one; a finished seed
+        of this recipe is replaced only when `force`."""
         self.check_held()
         remove_temporaries(self.work_dir)
         (self.work_dir / PROGRESS).unlink(missing_ok=True)

@@ -24,7 +24,7 @@ from seedvar.seeds.finished import COLUMNS, CONFIG, METRICS, TRAJECTORY
 from seedvar.seeds.job import AlreadyPublished, IfFinished, Resumable, SeedJob
 from seedvar.seeds.trajectory import Trajectory, probes
 from seedvar.tracking.logger import RunLogger
-from seedvar.training.device import autocast_dtype, device_name, evaluation_device, on_this_machine
+from seedvar.training.device import device_name, evaluation_device, on_this_machine
 from seedvar.training.fit import fine_tune
 from seedvar.training.resume import ResumeCheckpoint
 
@@ -213,7 +213,6 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
         inputs.tokenized,
         work.tokenizer.pad_token_id,
         job.work_dir,
-        autocast_dtype(config),
     )
     job.check_held()
     run.log_metrics(metrics, columns)
