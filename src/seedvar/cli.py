@@ -28,31 +28,28 @@ def _path_option(parser: argparse.ArgumentParser, flag: str, default: str, what:
     parser.add_argument(flag, type=Path, default=Path(default), help=f"{what} (default: {default})")
 
 
-def _config_arguments(parser: argparse.ArgumentParser) -> None:
-    _path_option(parser, "--params", str(DEFAULT_PARAMS), "params file (without one: defaults)")
-    parser.add_argument(
-        "--profile",
-        help=f"settings bundle ({', '.join(profile_names())}); overrides `profile` in the "
-        "params file (which defaults to paper)",
-    )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a setting, e.g. train.epochs=1 (repeat for several)",
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seedvar", description=__doc__)
     parser.add_argument("--version", action="version", version=f"seedvar {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, summary: str) -> argparse.ArgumentParser:
+        """A subcommand, with the options that choose its configuration."""
         sub = commands.add_parser(name, help=summary, description=summary)
-        _config_arguments(sub)
+        _path_option(sub, "--params", str(DEFAULT_PARAMS), "params file (without one: defaults)")
+        sub.add_argument(
+            "--profile",
+            help=f"settings bundle ({', '.join(profile_names())}); overrides `profile` in the "
+            "params file (which defaults to paper)",
+        )
+        sub.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a setting, e.g. train.epochs=1 (repeat for several)",
+        )
         return sub
 
     show = command("config", "print the resolved configuration a command would run with (YAML)")

@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic.json_schema import JsonDict
 
 from seedvar.declared import Diagnostic, Reference, Section, Task, declaration_problems
@@ -379,8 +380,7 @@ def remote(source: str) -> bool:
 def _recipe_of(section: BaseModel, per_seed: bool, prefix: str = "") -> dict[str, Any]:
     recipe: dict[str, Any] = {}
     for name, field in type(section).model_fields.items():
-        place = (field.json_schema_extra or {}).get("recipe")  # type: ignore[union-attr]
-        value = getattr(section, name)
+        place, value = _place(field), getattr(section, name)
         if place == "no" or (place == "seed" and not per_seed) or _unset(place, value):
             continue
         if isinstance(value, BaseModel):
@@ -397,16 +397,17 @@ def _plain(value: Any) -> Any:
     only when set, while unset)."""
     if not isinstance(value, BaseModel):
         return value
-    place = {
-        name: (field.json_schema_extra or {}).get("recipe")  # type: ignore[union-attr]
-        for name, field in type(value).model_fields.items()
-    }
     outside = {
         name
-        for name, where in place.items()
-        if where == "no" or _unset(where, getattr(value, name))
+        for name, field in type(value).model_fields.items()
+        if _place(field) == "no" or _unset(_place(field), getattr(value, name))
     }
     return value.model_dump(exclude=outside)
+
+
+def _place(field: FieldInfo) -> object:
+    """A field's place in the recipe, as marked on it (None: in it)."""
+    return (field.json_schema_extra or {}).get("recipe")  # type: ignore[union-attr]
 
 
 def _unset(place: object, value: Any) -> bool:
@@ -511,11 +512,9 @@ def load_config(
         raise ConfigError(f"unknown profile {chosen!r}; choose one of {names}")
     chosen_profile = read_params(PROFILES_DIR / f"{chosen}.yaml")
     defaults = read_params(DEFAULTS)
-    raw = layered([defaults, chosen_profile, from_file, from_overrides])
-    raw["sweep"]["space"] = search_space(
-        [defaults, chosen_profile, from_file, from_overrides],
-        whole_in_overrides="sweep.space" in keys,
-    )
+    layers = [defaults, chosen_profile, from_file, from_overrides]
+    raw = layered(layers)
+    raw["sweep"]["space"] = search_space(layers, whole_in_overrides="sweep.space" in keys)
     raw["profile"] = chosen
     origins = {"--set": from_overrides, str(params_path): from_file}
     origins[f"profile {chosen}"] = chosen_profile

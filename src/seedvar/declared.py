@@ -212,24 +212,20 @@ def _augmentation_problems(
 ) -> list[str]:
     augmentation = task.augmentation
     if augmentation is None:
-        return (
-            ["data.augment_examples: the task declares no task.augmentation to draw them from"]
-            if augment_examples
-            else []
-        )
+        lacking = "data.augment_examples: the task declares no task.augmentation to draw them from"
+        return [lacking] if augment_examples else []
     found = []
     for label, task_label in augmentation.to_task.items():
-        if label not in augmentation.labels or task_label not in task.labels:
-            wrong, known = (
-                (label, augmentation.labels)
-                if label not in augmentation.labels
-                else (task_label, task.labels)
-            )
-            hint = did_you_mean(wrong, known)
-            found.append(
-                f"task.augmentation.to_task: {label}: {task_label} maps a label of "
-                f"{augmentation.labels} onto one of {task.labels}; fix the names{hint}"
-            )
+        if label not in augmentation.labels:
+            hint = did_you_mean(label, augmentation.labels)
+        elif task_label not in task.labels:
+            hint = did_you_mean(task_label, task.labels)
+        else:
+            continue
+        found.append(
+            f"task.augmentation.to_task: {label}: {task_label} maps a label of "
+            f"{augmentation.labels} onto one of {task.labels}; fix the names{hint}"
+        )
     missing = [label for label in augmentation.labels if label not in augmentation.to_task]
     if missing:
         found.append(f"task.augmentation.to_task: no task label for {', '.join(missing)}")

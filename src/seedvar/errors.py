@@ -10,45 +10,37 @@ class SeedvarError(Exception):
 
     stops_launch: ClassVar[bool] = False
 
+    def __init_subclass__(cls, stops_launch: bool = False) -> None:
+        super().__init_subclass__()
+        cls.stops_launch = stops_launch or cls.stops_launch  # a stopping kind's subclass stops
 
-class ConfigError(SeedvarError):
+
+class ConfigError(SeedvarError, stops_launch=True):
     """The configuration (params.yaml or --set) is invalid."""
 
-    stops_launch = True
 
-
-class DataError(SeedvarError):
+class DataError(SeedvarError, stops_launch=True):
     """A data file or data source cannot be used."""
 
-    stops_launch = True
 
-
-class ModelError(SeedvarError):
+class ModelError(SeedvarError, stops_launch=True):
     """A model cannot be loaded."""
-
-    stops_launch = True
 
 
 class OutputExistsError(SeedvarError):
     """Finished work would be overwritten."""
 
 
-class TrackingError(SeedvarError):
+class TrackingError(SeedvarError, stops_launch=True):
     """The MLflow tracking store cannot be reached."""
 
-    stops_launch = True
 
-
-class DiskError(SeedvarError):
+class DiskError(SeedvarError, stops_launch=True):
     """The output folder cannot be written, or its disk filled up during a run."""
 
-    stops_launch = True
 
-
-class DeviceError(SeedvarError):
+class DeviceError(SeedvarError, stops_launch=True):
     """The accelerator the study asks for cannot be used here."""
-
-    stops_launch = True
 
 
 class DivergedError(SeedvarError):

@@ -20,7 +20,6 @@ from seedvar.declared import Diagnostic, Group, InDistribution, in_distribution_
 TRAIN_SECONDS = "time/train_seconds"  # wall time of a seed's training (this attempt's part)
 EVALUATE_SECONDS = "time/evaluate_seconds"  # wall time of its evaluation
 MAJORITY_SHARE = "majority share"  # share of a set's most frequent predicted label
-HEADLINE_MEAN = "headline mean"  # a diagnostic set's headline columns, averaged
 
 
 @dataclass(frozen=True)
@@ -116,10 +115,10 @@ def _group_columns(
     values = examples[group]
     if values.isna().all():
         return []
+    everything = np.ones(len(values), dtype=bool)
     if level.split is not None:  # multi-valued: the category, then each of its values
         member = values.notna().to_numpy()
         coarse = f"{set_name}/{group}"
-        everything = np.ones(len(values), dtype=bool)
         column = Column(coarse, safe_key(coarse), set_name, int(member.sum()))
         found = [(column, member, _mixed(gold, member, everything))]
         split = values.fillna("").str.split(level.split)
@@ -132,16 +131,9 @@ def _group_columns(
     value_of = _objects(values)
     parent_of = _objects(examples[level.within]) if level.within else np.full(len(values), "")
     order = {value: i for i, value in enumerate(level.values or [])}
-    unique = sorted(
-        {
-            (p, v)
-            for p, v in zip(parent_of, value_of, strict=True)
-            if v is not None and p is not None
-        },
-        key=lambda pair: (order.get(pair[1], len(order)), pair),
-    )
+    pairs = {(p, v) for p, v in zip(parent_of, value_of, strict=True) if None not in (p, v)}
+    unique = sorted(pairs, key=lambda pair: (order.get(pair[1], len(order)), pair))
     found = []
-    everything = np.ones(len(values), dtype=bool)
     for parent, value in unique:
         mask = (parent_of == parent) & (value_of == value)
         scope = _mixed(gold, mask, parent_of == parent, everything)

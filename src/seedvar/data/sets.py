@@ -69,9 +69,7 @@ def load_study_sets(config: Config) -> StudySets:
     return StudySets(train, validation, evaluation)
 
 
-def load_evaluation_sets(
-    config: Config,
-) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
+def load_evaluation_sets(config: Config) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
     """The evaluation sets as evaluated (the task's, then the diagnostics: subsampled), and
     the same sets whole (validation draws from them; augmentation must be disjoint from
     them)."""
@@ -166,8 +164,7 @@ def check_headers(config: Config) -> None:
     task = config.task
     task_reading(task, task.train).check_header("task.train")
     for name, declared in task.evaluation.items():
-        reading = task_reading(task, declared.source, declared.fields)
-        reading.check_header(f"task.evaluation.{name}")
+        task_reading(task, declared.source, declared.fields).check_header(f"task.evaluation.{name}")
     for name, diagnostic in config.diagnostics.items():
         diagnostic_reading(task, diagnostic).check_header(f"diagnostics.{name}")
     if task.augmentation and config.data.augment_examples:

@@ -31,8 +31,7 @@ def read_source(source: str, download_dir: Path) -> tuple[pd.DataFrame, str]:
     if source.startswith(HUB):
         return _from_hub(source), source
     if source.startswith(("http://", "https://")):
-        path = _download(source, download_dir)
-        return read_table(path), source
+        return read_table(_download(source, download_dir)), source
     return read_table(Path(source)), source
 
 

@@ -16,11 +16,6 @@ from seedvar.data.io import fingerprint
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
 
-def tokenizer_identity(tokenizer: PreTrainedTokenizerBase) -> str:
-    """What makes two tokenizers interchangeable for caching."""
-    return f"{type(tokenizer).__name__}:{tokenizer.name_or_path}:{len(tokenizer)}"
-
-
 def tokenize_cached(
     frame: pd.DataFrame,
     tokenizer: PreTrainedTokenizerBase,
@@ -30,7 +25,9 @@ def tokenize_cached(
 ) -> datasets.Dataset:
     """Token ids (unpadded) and labels for `frame`'s `text` fields (a pair or one sentence),
     from the cache when present."""
-    key_text = f"{fingerprint(frame)}|{tokenizer_identity(tokenizer)}|{max_length}"
+    # two tokenizers of the same type, name and vocabulary size are interchangeable
+    tokenizer_identity = f"{type(tokenizer).__name__}:{tokenizer.name_or_path}:{len(tokenizer)}"
+    key_text = f"{fingerprint(frame)}|{tokenizer_identity}|{max_length}"
     key = hashlib.sha256(key_text.encode()).hexdigest()[:20]
     target = cache_dir / "tokenized" / key
     if target.is_dir():

@@ -215,10 +215,10 @@ def launch(
     with lease(store, config.study_hash(), command) as record:
         for seed in seeds:
             job = SeedJob(Path(config.output_dir), seed, store=store, data=data)
-            entry = job.stored(config.with_seed(seed)) or adopt(job, config.with_seed(seed))
+            entry = job.finished_dir(config.with_seed(seed)) or adopt(job, config.with_seed(seed))
             if entry is not None and if_finished != "replace":
                 job.refuse_finished(config.with_seed(seed), force=if_finished == "reuse")
-                job.show(entry)
+                job.publish_view(entry)
                 report.already.append(seed)
         todo = [seed for seed in seeds if seed not in report.already]
         if not todo:

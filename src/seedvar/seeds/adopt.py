@@ -11,21 +11,14 @@ import shutil
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from seedvar.config import Config, validate
 from seedvar.errors import DataError
 from seedvar.files import temporary
-from seedvar.seeds.finished import CONFIG, DATA, METRICS
-from seedvar.seeds.job import (
-    SeedJob,
-    data_of,
-    entry_name,
-    link_or_copy,
-    trained_as,
-)
+from seedvar.seeds.finished import CONFIG, DATA, METRICS, read_config
+from seedvar.seeds.job import SeedJob, data_of, entry_name, link_or_copy, trained_as
 
 
 def adopt(job: SeedJob, config: Config) -> Path | None:
@@ -48,7 +41,7 @@ def adopt(job: SeedJob, config: Config) -> Path | None:
                 json.loads(fs.read_text(f"{path}/{DATA}")) if fs.exists(f"{path}/{DATA}") else None
             )
             if recipe is not None and job.same_data(data) and fs.exists(f"{path}/{METRICS}"):
-                return _keep(job, entry_name(recipe, data), partial(_get, fs, path))
+                return _keep(job, entry_name(recipe, data), partial(fs.get, path, recursive=True))
         except Exception:  # noqa: BLE001 (DVC's own: not recorded, not pulled, no commit)
             continue
     return None
@@ -64,7 +57,7 @@ def adopt_folder(config: Config, folder: Path, data: dict[str, str] | None) -> t
             f"{folder} is not a finished seed (it lacks {METRICS} or {CONFIG}); give a seed's "
             "folder, as runs/seed-N"
         )
-    trained = validate(yaml.safe_load((folder / CONFIG).read_text()), str(folder / CONFIG))
+    trained = read_config(folder / CONFIG)
     seed = next((s for s in config.seeds if trained_as(trained, config.with_seed(s))), None)
     if seed is None:
         raise DataError(
@@ -78,8 +71,8 @@ def adopt_folder(config: Config, folder: Path, data: dict[str, str] | None) -> t
             f"{folder} was scored on other versions of the study's sets than the prepared ones "
             f"({DATA} differs): it cannot stand for seed {seed} of this study"
         )
-    kept = job.stored(config.with_seed(seed))
-    return seed, kept or _copy_kept(job, entry_name(trained.hash(), data_of(folder)), folder)
+    stored = job.finished_dir(config.with_seed(seed))
+    return seed, stored or _copy_kept(job, entry_name(trained.hash(), data_of(folder)), folder)
 
 
 def _from_folder(job: SeedJob, config: Config, folder: Path) -> Path | None:
@@ -96,21 +89,18 @@ def _copy_kept(job: SeedJob, name: str, folder: Path) -> Path:
     return _keep(job, name, partial(shutil.copytree, folder, copy_function=link_or_copy))
 
 
-def _get(fs: Any, path: str, into: Path) -> None:
-    fs.get(path, str(into), recursive=True)
-
-
 def _recipe(config: Config, text: str, source: str) -> str | None:
     """The trained recipe's hash if `text` (a seed's config.yaml) is `config`'s recipe."""
     trained = validate(yaml.safe_load(text), source)
     return trained.hash() if trained_as(trained, config) else None
 
 
-def _keep(job: SeedJob, name: str, fill: Callable[[Path], object]) -> Path:
-    """Fill a new folder of the keep (`name`: see `entry_name`), moved into place at once."""
+def _keep(job: SeedJob, name: str, fill: Callable[[str], object]) -> Path:
+    """Fill a new folder of the keep (`name`: see `entry_name`; `fill` is given its path),
+    moved into place at once."""
     entry = job.recipes / name
     staging = temporary(entry)
     entry.parent.mkdir(parents=True, exist_ok=True)
-    fill(staging)
+    fill(str(staging))
     os.rename(staging, entry)
     return entry

@@ -12,7 +12,6 @@ from pathlib import Path
 import datasets
 import numpy as np
 import pandas as pd
-import torch
 from transformers import PreTrainedModel
 
 from seedvar import tracking
@@ -32,11 +31,7 @@ from seedvar.metrics import (
 )
 from seedvar.pretrained import load_tokenizer, load_trained
 from seedvar.seeds.finished import COLUMNS, CONFIG, METRICS
-from seedvar.training.device import (
-    autocast_dtype,
-    evaluation_device,
-    resolve_eval_precision,
-)
+from seedvar.training.device import autocast_dtype, evaluation_device, resolve_eval_precision
 from seedvar.training.predict import predict_logits
 
 
@@ -63,10 +58,9 @@ def set_columns(
     config: Config, set_name: str, predictions: pd.DataFrame
 ) -> list[tuple[Column, np.ndarray]]:
     """The columns of one set, each with the mask of its examples."""
-    if set_name in config.task.evaluation:
-        column = in_distribution_column(
-            set_name, config.task.evaluation[set_name], len(predictions)
-        )
+    declared = config.task.evaluation.get(set_name)
+    if declared is not None:
+        column = in_distribution_column(set_name, declared, len(predictions))
         return [(column, np.ones(len(predictions), dtype=bool))]
     return diagnostic_columns(set_name, config.diagnostics[set_name], predictions)
 
@@ -90,7 +84,6 @@ def evaluate_sets(
     tokenized: Mapping[str, datasets.Dataset],
     pad_token_id: int,
     output_dir: Path,
-    autocast: torch.dtype | None = None,
 ) -> tuple[dict[str, float], list[Column]]:
     """Predict every set; write predictions/<set>.parquet, metrics.json and columns.json (each
     column's name, MLflow key, set and size) into `output_dir`; return metrics and columns.
@@ -112,7 +105,7 @@ def evaluate_sets(
                 pad_token_id,
                 config.train.eval_batch_size,
                 set_name,
-                autocast,
+                autocast_dtype(config),
             )
             if not np.isfinite(logits).all():
                 raise DivergedError(
@@ -163,7 +156,6 @@ def evaluate_saved(
             tokenized,
             tokenizer.pad_token_id,
             output_dir,
-            autocast_dtype(config),
         )
         config.save(output_dir / CONFIG)
         run.log_metrics(metrics, columns)

@@ -22,6 +22,11 @@ TRAJECTORY = "trajectory.csv"  # step, epoch, column, key, accuracy (seeds/traje
 PREDICTIONS = "predictions"  # one parquet file per evaluated set
 
 
+def read_config(path: Path) -> Config:
+    """The recipe a seed's config.yaml records."""
+    return validate(yaml.safe_load(path.read_text()), source=str(path))
+
+
 @dataclass(frozen=True)
 class FinishedSeed:
     """Seed `seed` as published under `output_dir`."""
@@ -44,8 +49,7 @@ class FinishedSeed:
 
     def config(self) -> Config:
         """The recipe it was trained with."""
-        path = self.folder / CONFIG
-        return validate(yaml.safe_load(path.read_text()), source=str(path))
+        return read_config(self.folder / CONFIG)
 
     def trajectory(self) -> pd.DataFrame | None:
         """Its trajectory (the last value per step and column: a resumed attempt may have

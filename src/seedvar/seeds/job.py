@@ -43,13 +43,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import yaml
-
-from seedvar.config import Config, validate
+from seedvar.config import Config
 from seedvar.errors import DiskError, OutputExistsError, Superseded, first_line
 from seedvar.files import remove_temporaries, temporary, write_atomically
 from seedvar.project import work_dir_of
-from seedvar.seeds.finished import CONFIG, DATA, METRICS, RUN_STATE, FinishedSeed
+from seedvar.seeds.finished import CONFIG, DATA, METRICS, RUN_STATE, FinishedSeed, read_config
 
 if TYPE_CHECKING:  # not imported at run time: a finished seed is found without transformers
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -61,10 +59,6 @@ CHECKPOINT = "checkpoints/resume.ckpt"  # a work folder's resumable training che
 PROGRESS = "progress.json"  # how far the attempt has got (seedvar/progress.py)
 CLAIM_TRIES = 5
 IfFinished = Literal["refuse", "reuse", "replace"]  # what to do with a seed finished before
-
-
-def new_attempt_id() -> str:
-    return uuid.uuid4().hex[:12]
 
 
 class AlreadyPublished(Superseded):
@@ -84,12 +78,12 @@ class Resumable:
 
 @dataclass(frozen=True)
 class SeedJob:
-    """The folders and files of seed `seed` published under `output_dir` and kept under `store`
-    (by default `work_dir_of(output_dir)`), as seen by the attempt whose id is `attempt_id`."""
+    """The folders and files of seed `seed` published under `output_dir` and stored under
+    `store` (by default `work_dir_of(output_dir)`), as seen by the attempt `attempt_id`."""
 
     output_dir: Path
     seed: int
-    attempt_id: str = field(default_factory=new_attempt_id, compare=False)
+    attempt_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12], compare=False)
     store: Path | None = None
     data: dict[str, str] | None = None  # the fingerprints of the sets it is to use, if known
 
@@ -100,8 +94,8 @@ class SeedJob:
         return cls(Path(config.output_dir), config.train.seed, store=store, data=data)
 
     @property
-    def kept(self) -> Path:
-        """Where the seed's attempts work and its finished recipes are kept."""
+    def store_dir(self) -> Path:
+        """Where the seed's attempts work and its finished recipes are stored."""
         return self.store or work_dir_of(self.output_dir)
 
     @property
@@ -112,12 +106,12 @@ class SeedJob:
     @property
     def recipes(self) -> Path:
         """The folder of the seed's finished recipes, one folder per recipe hash."""
-        return self.kept / f"seed-{self.seed}"
+        return self.store_dir / f"seed-{self.seed}"
 
     @property
     def work_dir(self) -> Path:
         """This attempt's work in progress."""
-        return self.kept / f"seed-{self.seed}.partial.{self.attempt_id}"
+        return self.store_dir / f"seed-{self.seed}.partial.{self.attempt_id}"
 
     @property
     def checkpoint(self) -> Path:
@@ -136,19 +130,18 @@ class SeedJob:
     def work_dirs(self, config: Config | None = None) -> list[Path]:
         """The work folders of every attempt at this seed (this one's, if it exists, too); only
         those of `config`'s recipe, when given."""
-        found = sorted(self.kept.glob(f"seed-{self.seed}.partial.*"))
+        found = sorted(self.store_dir.glob(f"seed-{self.seed}.partial.*"))
         return [f for f in found if config is None or _recipe_hash(f) == config.hash()]
 
-    def stored(self, config: Config) -> Path | None:
-        """The finished seed of this very recipe (an "auto" precision: with what it chose where
-        it was trained), or None."""
+    def finished_dir(self, config: Config) -> Path | None:
+        """The stored finished seed of this very recipe (an "auto" precision: with what it chose
+        where it was trained), or None."""
         if not self.recipes.is_dir():
             return None
         for entry in sorted(self.recipes.iterdir()):
             if "." in entry.name or not (entry / METRICS).is_file():
                 continue  # a replaced seed being removed
-            trained = validate(yaml.safe_load((entry / CONFIG).read_text()), str(entry))
-            if trained_as(trained, config) and self.same_data(data_of(entry)):
+            if trained_as(read_config(entry / CONFIG), config) and self.same_data(data_of(entry)):
                 return entry
         return None
 
@@ -162,7 +155,7 @@ class SeedJob:
         """Write the fingerprints of the sets this attempt trains and scores on (DATA)."""
         write_atomically(self.work_dir / DATA, json.dumps(fingerprints, sort_keys=True))
 
-    def show(self, entry: Path) -> None:
+    def publish_view(self, entry: Path) -> None:
         """Publish the finished seed `entry` as the seed's view in output_dir (hard links, so
         no copy; a copy across file systems), replacing the view of another recipe."""
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -176,7 +169,7 @@ class SeedJob:
 
     def refuse_finished(self, config: Config, force: bool) -> None:
         """OutputExistsError if the seed has finished with this recipe (unless `force`)."""
-        if self.stored(config) is not None and not force:
+        if self.finished_dir(config) is not None and not force:
             raise OutputExistsError(
                 f"seed {self.seed} is already finished with this recipe in {self.folder}; "
                 "use another seed or output_dir, or --force to retrain it"
@@ -185,7 +178,7 @@ class SeedJob:
     def check_writable(self) -> None:
         """DiskError, before any work, if the output folder (or, while it does not exist yet,
         the folder it will be made in) cannot be written."""
-        for name, wanted in (("output_dir", self.output_dir), ("the work folder", self.kept)):
+        for name, wanted in (("output_dir", self.output_dir), ("the work folder", self.store_dir)):
             folder = wanted
             while not folder.exists() and folder != folder.parent:
                 folder = folder.parent
@@ -217,7 +210,7 @@ class SeedJob:
     def holds(self) -> bool:
         """Whether this attempt still holds the seed's work: its folder is there and names it
         (a folder recreated by a late `mkdir -p` after a takeover names nobody)."""
-        return _owner(self.work_dir) == self.attempt_id
+        return _recorded(self.work_dir / ATTEMPT, "attempt") == self.attempt_id
 
     def check_held(self) -> None:
         """Superseded if another attempt has taken this attempt's work over."""
@@ -278,7 +271,7 @@ class SeedJob:
 
         if readable(self.checkpoint):
             return True
-        aside = self.kept / f"seed-{self.seed}.unreadable-checkpoint.{self.attempt_id}.ckpt"
+        aside = self.store_dir / f"seed-{self.seed}.unreadable-checkpoint.{self.attempt_id}.ckpt"
         os.replace(self.checkpoint, aside)
         print(
             f"seedvar: warning: seed {self.seed}'s training checkpoint cannot be read (truncated "
@@ -329,10 +322,10 @@ class SeedJob:
 
     def publish(self, force: bool = False) -> Path:
         """Move this attempt's finished work into place with one rename, so no reader sees
-        half a seed, and show it in output_dir; returns where it is kept. Superseded if another
-        attempt took the work over; AlreadyPublished if the seed was finished with this recipe
-        meanwhile by an attempt that worked unseen beside this one; a finished seed of this
-        recipe is replaced only when `force`."""
+        half a seed, and publish its view in output_dir; returns where it is stored. Superseded
+        if another attempt took the work over; AlreadyPublished if the seed was finished with
+        this recipe meanwhile by an attempt that worked unseen beside this one; a finished seed
+        of this recipe is replaced only when `force`."""
         self.check_held()
         remove_temporaries(self.work_dir)
         (self.work_dir / PROGRESS).unlink(missing_ok=True)
@@ -356,20 +349,12 @@ class SeedJob:
             ) from None
         for leftover in self.recipes.glob("*.replaced.*"):  # this one's, or an interrupted one's
             shutil.rmtree(leftover, ignore_errors=True)
-        self.show(entry)
+        self.publish_view(entry)
         return entry
 
     def discard(self) -> None:
         """Remove this attempt's work folder (its work is not needed: the seed is published)."""
         shutil.rmtree(self.work_dir, ignore_errors=True)
-
-
-def _owner(folder: Path) -> str | None:
-    """The attempt that holds a work folder, as its attempt.json says."""
-    try:
-        return json.loads((folder / ATTEMPT).read_text())["attempt"]
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 def data_of(folder: Path) -> dict[str, str] | None:
@@ -388,8 +373,13 @@ def entry_name(recipe: str, data: dict[str, str] | None) -> str:
 
 def _recipe_hash(folder: Path) -> str | None:
     """The config hash an attempt's work folder was made for (None if it has no recipe yet)."""
+    return _recorded(folder / RUN_STATE, "config_hash")
+
+
+def _recorded(path: Path, key: str) -> str | None:
+    """`key` of the JSON file `path` (an attempt's attempt.json or run.json), or None."""
     try:
-        return json.loads((folder / RUN_STATE).read_text())["config_hash"]
+        return json.loads(path.read_text())[key]
     except (OSError, ValueError, KeyError):
         return None
 

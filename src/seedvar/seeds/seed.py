@@ -24,12 +24,7 @@ from seedvar.seeds.finished import COLUMNS, CONFIG, METRICS, TRAJECTORY
 from seedvar.seeds.job import AlreadyPublished, IfFinished, Resumable, SeedJob
 from seedvar.seeds.trajectory import Trajectory, probes
 from seedvar.tracking.logger import RunLogger
-from seedvar.training.device import (
-    autocast_dtype,
-    device_name,
-    evaluation_device,
-    on_this_machine,
-)
+from seedvar.training.device import device_name, evaluation_device, on_this_machine
 from seedvar.training.fit import fine_tune
 from seedvar.training.resume import ResumeCheckpoint
 
@@ -97,7 +92,7 @@ def run_seed(
     started = time.perf_counter()
     config = on_this_machine(config)
     job = scheduled.job if scheduled else SeedJob.of(config, data=prepared_data(prepared))
-    finished_before = job.stored(config) is not None
+    finished_before = job.finished_dir(config) is not None
     if if_finished == "reuse" and finished_before:
         return _finished(job, config, started)
     # what this attempt replaces: a seed of this recipe finished before it began; one that
@@ -167,7 +162,13 @@ def _train_evaluate_track(
             job.record_data(inputs.sets.fingerprints())
             run.log_params(_run_params(config, inputs))
             run.log_datasets(inputs.sets.named(), inputs.sets.fingerprints())
-        monitor = system_metrics(run, config)
+        monitor = SystemMetricsMonitor(  # MLflow's sampler of CPU, memory, disk (and GPU)
+            run.run_id,
+            sampling_interval=config.tracking.system_metrics_seconds,
+            resume_logging=True,
+            tracking_uri=run.client.tracking_uri,
+        )
+        monitor.start()
         try:
             metrics = _train_and_evaluate(work, run)
         finally:
@@ -212,17 +213,14 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
         inputs.tokenized,
         work.tokenizer.pad_token_id,
         job.work_dir,
-        autocast_dtype(config),
     )
     job.check_held()
     run.log_metrics(metrics, columns)
     run.log_raw_metrics({EVALUATE_SECONDS: time.perf_counter() - started})
     run.log_folder(job.work_dir / "predictions", "predictions")
-    run.log_file(job.work_dir / METRICS)
-    run.log_file(job.work_dir / COLUMNS)
-    run.log_file(job.work_dir / CONFIG)
-    if (job.work_dir / TRAJECTORY).is_file():
-        run.log_file(job.work_dir / TRAJECTORY)
+    for name in (METRICS, COLUMNS, CONFIG, TRAJECTORY):  # a trajectory only where it was on
+        if (job.work_dir / name).is_file():
+            run.log_file(job.work_dir / name)
     job.keep_weights_as(config.train.weights_dtype)
     job.check_held()
     return metrics
@@ -231,9 +229,9 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
 def _finished(job: SeedJob, config: Config, started: float) -> SeedResult:
     """The seed as it was finished before (by this command earlier, or by another attempt),
     published into output_dir."""
-    entry = job.stored(config)
+    entry = job.finished_dir(config)
     assert entry is not None  # finished: it stays so
-    job.show(entry)
+    job.publish_view(entry)
     metrics = job.finished.metrics() or {}
     elapsed = time.perf_counter() - started
     return SeedResult(job.folder, job.finished.run_id(), metrics, elapsed, reused=True)
@@ -253,18 +251,6 @@ def _seed_tags(config: Config) -> dict[str, str]:
         "seedvar.data_seed": str(config.train.effective_data_seed),  # either seed in the UI
         tracking.DESCRIPTION_TAG: description,
     }
-
-
-def system_metrics(run: tracking.TrackedRun, config: Config) -> SystemMetricsMonitor:
-    """MLflow's sampler of CPU, memory, disk (and GPU, with nvidia-ml-py) for this run."""
-    monitor = SystemMetricsMonitor(
-        run.run_id,
-        sampling_interval=config.tracking.system_metrics_seconds,
-        resume_logging=True,
-        tracking_uri=run.client.tracking_uri,
-    )
-    monitor.start()
-    return monitor
 
 
 def _run_params(config: Config, inputs: StudyInputs) -> dict[str, object]:

@@ -10,7 +10,7 @@ same attention.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -29,16 +29,22 @@ def mask_without_sync(*args: Any, **kwargs: Any) -> torch.Tensor | None:
 
 
 @contextmanager
-def attention_without_sync(model: PreTrainedModel) -> Iterator[None]:
-    """Inside the block a model that uses SDPA attention uses `SDPA`; it leaves with SDPA, as
-    it came (and as it is saved)."""
+def attention_as(model: PreTrainedModel, implementation: str) -> Iterator[None]:
+    """Inside the block `model` uses attention `implementation`; it leaves with its own, as it
+    came (and as it is saved)."""
     before = model.config._attn_implementation
-    if before == "sdpa":
-        model.set_attn_implementation(SDPA)
+    model.set_attn_implementation(implementation)
     try:
         yield
     finally:
         model.set_attn_implementation(before)
+
+
+def attention_without_sync(model: PreTrainedModel) -> AbstractContextManager[None]:
+    """Inside the block a model that uses SDPA attention uses `SDPA`."""
+    return (
+        attention_as(model, SDPA) if model.config._attn_implementation == "sdpa" else nullcontext()
+    )
 
 
 AttentionInterface.register(SDPA, sdpa_attention_forward)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import lightning as L
@@ -16,11 +17,11 @@ if TYPE_CHECKING:  # any sized, indexable set of examples will do (benchmarks/gp
     import datasets
 
 
+@dataclass(frozen=True)
 class PadToLongest:
     """Collate token-id lists into tensors padded to the longest row of the batch."""
 
-    def __init__(self, pad_token_id: int) -> None:
-        self.pad_token_id = pad_token_id
+    pad_token_id: int
 
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         longest = max(len(row["input_ids"]) for row in rows)
@@ -37,6 +38,7 @@ class PadToLongest:
         return batch
 
 
+@dataclass(eq=False)  # compared, hashed as itself
 class SeededBatches(Sampler[list[int]]):
     """The training batches of one epoch, fixed by `seed` and the epoch number.
 
@@ -45,21 +47,13 @@ class SeededBatches(Sampler[list[int]]):
     shuffle the batch order. `skip` batches are left out once, to resume mid-epoch.
     """
 
-    def __init__(
-        self,
-        lengths: list[int],
-        batch_size: int,
-        seed: int,
-        group_by_length: bool,
-        window: int = 50,
-    ) -> None:
-        self.lengths = lengths
-        self.batch_size = batch_size
-        self.seed = seed
-        self.group_by_length = group_by_length
-        self.window = window
-        self.epoch = 0
-        self.skip = 0
+    lengths: list[int]
+    batch_size: int
+    seed: int
+    group_by_length: bool
+    window: int = 50
+    epoch: int = field(default=0, init=False)
+    skip: int = field(default=0, init=False)
 
     def set_epoch(self, epoch: int) -> None:
         """Called by Lightning at the start of every epoch."""
@@ -111,29 +105,22 @@ class ResumableLoader(DataLoader):
         self.batches.skip = state["batches_done"]
 
 
+@dataclass(eq=False, repr=False)
 class NLIDataModule(L.LightningDataModule):
     """Training batches in an order fixed by `data_seed`; validation batches in file order."""
 
-    def __init__(
-        self,
-        train: datasets.Dataset,
-        validation: datasets.Dataset,
-        pad_token_id: int,
-        batch_size: int,
-        eval_batch_size: int,
-        data_seed: int,
-        group_by_length: bool,
-        pin_memory: bool = False,
-    ) -> None:
+    train: datasets.Dataset
+    validation: datasets.Dataset
+    pad_token_id: int
+    batch_size: int
+    eval_batch_size: int
+    data_seed: int
+    group_by_length: bool
+    pin_memory: bool = False  # page-locked batches copy to a GPU without blocking
+
+    def __post_init__(self) -> None:
         super().__init__()
-        self.train = train
-        self.validation = validation
-        self.collate = PadToLongest(pad_token_id)
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size
-        self.data_seed = data_seed
-        self.group_by_length = group_by_length
-        self.pin_memory = pin_memory  # page-locked batches copy to a GPU without blocking
+        self.collate = PadToLongest(self.pad_token_id)
 
     def train_dataloader(self) -> DataLoader:
         lengths = [len(ids) for ids in self.train["input_ids"]]

@@ -160,14 +160,8 @@ def slow_bf16_here(config: Config) -> str | None:
     it runs many times slower than fp32 (a training step 20-30x); None otherwise."""
     if use_gpu(config) or native_cpu_bf16():
         return None
-    asked = [
-        f"train.{name}={value}"
-        for name, value in (
-            ("precision", resolve_precision(config)),
-            ("eval_precision", resolve_eval_precision(config)),
-        )
-        if value.startswith("bf16")
-    ]
+    chosen = on_this_machine(config).train.model_dump(include={"precision", "eval_precision"})
+    asked = [f"train.{name}={value}" for name, value in chosen.items() if value.startswith("bf16")]
     if not asked:
         return None
     return (

@@ -21,7 +21,7 @@ from transformers import AttentionInterface, PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface
 
-from seedvar.training.attention import mask_without_sync
+from seedvar.training.attention import attention_as, mask_without_sync
 
 LEVELS = 1 << 16  # the values 16 random bits take
 ATTENTION = "seedvar_bit_dropout"  # the attention implementation registered below
@@ -95,13 +95,11 @@ def bit_dropout(model: PreTrainedModel) -> Iterator[None]:
         for name, child in parent.named_children()
         if type(child) is nn.Dropout
     ]
-    before = model.config._attn_implementation
     for parent, name, child in swapped:
         setattr(parent, name, BitDropout(child.p))
-    model.set_attn_implementation(ATTENTION)
     try:
-        yield
+        with attention_as(model, ATTENTION):
+            yield
     finally:
         for parent, name, child in swapped:
             setattr(parent, name, child)
-        model.set_attn_implementation(before)

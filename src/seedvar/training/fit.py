@@ -112,6 +112,9 @@ def trainer_for(
     # noise in a 100-seed log; its warnings still show
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     bars = not os.environ.get("TQDM_DISABLE")  # tqdm's own switch (a launch's tasks set it)
+    # Lightning's bar reads the logged values back at each refresh: on a GPU a wait for the
+    # step, so there it refreshes as often as the loss is logged
+    bar = TQDMProgressBar(refresh_rate=log_every_n_steps if accelerator == "gpu" else 1)
     return L.Trainer(
         accelerator=accelerator,
         devices=1,
@@ -125,18 +128,8 @@ def trainer_for(
         enable_model_summary=False,
         num_sanity_val_steps=0,
         enable_progress_bar=bars,
-        callbacks=[
-            *([progress_bar(accelerator, log_every_n_steps)] if bars else []),
-            AtEachBatch(),
-            *callbacks,
-        ],
+        callbacks=[*([bar] if bars else []), AtEachBatch(), *callbacks],
     )
-
-
-def progress_bar(accelerator: str, log_every_n_steps: int) -> TQDMProgressBar:
-    """Lightning's bar, which reads the logged values back at each refresh: on a GPU a wait for
-    the step, so there it refreshes as often as the loss is logged."""
-    return TQDMProgressBar(refresh_rate=log_every_n_steps if accelerator == "gpu" else 1)
 
 
 def fit(

@@ -72,10 +72,9 @@ class ResumeCheckpoint(L.Callback):
         trainer.save_checkpoint(partial, weights_only=False)  # the whole state: resumable
         os.replace(partial, self.path)
         self.last_saved = time.monotonic()
-        cost = (self.last_saved - started, self.path.stat().st_size)
-        self.saves.append(cost)
+        seconds, size = self.last_saved - started, self.path.stat().st_size
+        self.saves.append((seconds, size))
         if trainer.logger:
-            seconds, size = cost
             metrics = {"checkpoint/seconds": seconds, "checkpoint/bytes": float(size)}
             trainer.logger.log_metrics(metrics, step=trainer.global_step)
 
