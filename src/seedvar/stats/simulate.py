@@ -76,9 +76,7 @@ def _answers(
 def study(
     truth: Truth, seed: int, resamples: int = 200
 ) -> tuple[pd.DataFrame, dict[str, Noise], Design]:
-    """One simulated study: its seeds table (the reference's accuracy, the tested set's
-    accuracy on label 1, its AUC and its equal-variance bias-free accuracy), their noise, and
-    the design (on the AUC)."""
+    """One simulated study: its seeds table, each column's noise and the design (on the AUC)."""
     rng = np.random.default_rng(seed)
     sensitivity = truth.sensitivity + _effects(rng, truth, truth.sensitivity_std)
     criterion = truth.criterion + _effects(rng, truth, truth.criterion_std)
