@@ -66,8 +66,7 @@ def plot_scatter(
         for _, row in ours.iterrows():  # clipped to the axes: a seed at 100 % stays inside
             point = (row[base], row[column])
             axis.annotate(str(int(row["seed"])), point, fontsize=7, annotation_clip=True)
-        axis.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), aspect="equal")
-        axis.set(xlabel=base, ylabel=column)
+        axis.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), aspect="equal", xlabel=base, ylabel=column)
         axis.legend(loc="upper left")
     figure.suptitle("In-distribution vs diagnostic accuracy, per seed")
     return figure

@@ -366,10 +366,9 @@ def _picked(curves: pd.DataFrame, base: str, headline: list[str], lead: str) -> 
     """At the largest n: the value kept by `base`, the best on the column and one seed's."""
     top = int(curves["n"].max())
     last = curves[curves["n"] == top].set_index(["column", "curve"])
-    chosen = f"chosen by {base}"
     parts = []
     for column in headline:
-        kept = last.loc[(column, chosen)]
+        kept = last.loc[(column, f"chosen by {base}")]
         tie = ""
         if kept["tied"] > 1 and pd.notna(kept["tied_values"]) and str(kept["tied_values"]):
             values = ", ".join(f"{float(v):.1%}" for v in str(kept["tied_values"]).split())

@@ -66,16 +66,11 @@ def confusion(gold: np.ndarray, predicted: np.ndarray, n_labels: int) -> np.ndar
 def _units(scored: Scored) -> tuple[np.ndarray, list[np.ndarray]]:
     """Each example's resampling unit (0..U-1), and the units of each stratum."""
     n = len(scored.gold)
-    if scored.clusters is None and scored.strata is None:
-        return np.arange(n), [np.arange(n)]
     raw = np.arange(n) if scored.clusters is None else scored.clusters
     strata = np.zeros(n, dtype=int) if scored.strata is None else scored.strata
     unit, _ = pd.MultiIndex.from_arrays([strata, raw]).factorize()
     stratum_of_unit = pd.Series(strata).groupby(unit).first()
-    groups = [
-        np.asarray(members) for members in stratum_of_unit.groupby(stratum_of_unit).indices.values()
-    ]
-    return np.asarray(unit), groups
+    return np.asarray(unit), list(stratum_of_unit.groupby(stratum_of_unit).indices.values())
 
 
 def _weights(groups: list[np.ndarray], n_units: int, size: int, rng) -> np.ndarray:

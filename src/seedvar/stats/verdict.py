@@ -143,10 +143,9 @@ def verdict(
     docs/verdict.md in order: one class, near chance, passes, label bias or not separated,
     diagnostic at chance, ruled out, undecided; few seeds below SEED_FLOOR."""
     free_of = design.bias_free
-    values = {c: bounds.accuracies(table, c) for c in [*design.reference, *design.tested]}
-    values |= {free_of[c]: bounds.accuracies(table, free_of[c]) for c in design.tested}
     shown = [*design.reference, *[x for c in design.tested for x in (c, free_of[c])]]
     shown += [c for c in noise if c in table.columns and c not in shown]
+    values = {c: bounds.accuracies(table, c) for c in shown}
     paired = {c: _noise(noise, c).paired_var for c in shown}
     columns = tuple(bounds.seed_variance(table, paired, shown))
     k, one_sided = len(table), alpha / design.comparisons
