@@ -292,10 +292,8 @@ def findings(config: Config, comparison: pd.DataFrame, decision: dict, n_seeds: 
         return ours + ")"
 
     widest = comparison.loc[tested, "ours_std"].idxmax()
-    highlights = [
-        c for d in config.diagnostics.values() for c in d.highlight if c in comparison.index
-    ]
-    shown = "".join(f" {column} {spread(column)}." for column in highlights)
+    highlights = [c for d in config.diagnostics.values() for c in d.highlight]
+    shown = "".join(f" {c} {spread(c)}." for c in highlights if c in comparison.index)
     text = (
         f"Across {n_seeds} seeds, {base} {spread(base)}. Of the diagnostic sets' headline "
         f"columns, {widest} spreads widest: it {spread(widest)}.{shown} "

@@ -130,8 +130,7 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> Aggregated:
     shown = [c for c in shown_columns(task, config.diagnostics) if c in table]
     stats = ("mean", "std", "min", "max")
     headline: dict[str, object] = {keys[c]: summary.loc[c, list(stats)].to_dict() for c in shown}
-    headline["seeds"] = {"count": len(seeds)}
-    headline["verdict"] = {"outcome": decision.outcome}
+    headline |= {"seeds": {"count": len(seeds)}, "verdict": {"outcome": decision.outcome}}
     write_headline(results_dir / HEADLINE, headline)
     reference = None
     if paper is not None and base in paper:

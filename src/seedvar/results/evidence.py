@@ -153,9 +153,8 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
     extra: dict[str, np.ndarray] = {}
     for name, declared in config.diagnostics.items():
         gold = examples[name]["label"].to_numpy()
-        columns = metrics.diagnostic_columns(name, declared, examples[name])
+        masks = {c.name: m for c, m in metrics.diagnostic_columns(name, declared, examples[name])}
         scopes = metrics.bias_free_scopes(name, declared, examples[name])
-        masks = {c.name: m for c, m in columns}
         for c, m in masks.items():
             if c in table:
                 noise[c] = binomial_noise(table[c].to_numpy(float), int(m.sum()))

@@ -80,12 +80,11 @@ def best_of_n_table(
 ) -> pd.DataFrame:
     """Per n and column: its own best and the seed chosen by `by` (`curve`), with their SEs."""
     rows = []
-    chosen = f"chosen by {by}"
     for column in [by, *[c for c in columns if c != by]]:
         values = table[column].to_numpy(dtype=float)
         rankers = {"best": values}
         if column != by:
-            rankers[chosen] = table[by].to_numpy(dtype=float)
+            rankers[f"chosen by {by}"] = table[by].to_numpy(dtype=float)
         for name, ranking in rankers.items():
             curve = expected_chosen(ranking, values)
             top = ranking == ranking.max()
