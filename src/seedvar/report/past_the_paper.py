@@ -1,5 +1,4 @@
-"""The report's plots of the analyses past the paper's: best-of-n curves, variance components,
-trajectories (their sentences: seedvar.report.wording)."""
+"""The report's plots of the analyses past the paper's: best of n, components, trajectories."""
 
 from __future__ import annotations
 
@@ -28,14 +27,12 @@ def panels(
 
 def further_figures(results_dir: Path, headline: list[str]) -> dict[str, Figure]:
     """The three plots, from results/."""
-    best_of_n, components, per_seed = (
-        pd.read_csv(results_dir / f"{name}.csv")
-        for name in ("best_of_n", "components", "trajectory_seeds")
-    )
     return {
-        "best_of_n": plot_best_of_n(best_of_n),
-        "components": plot_components(components, headline),
-        "trajectories": plot_trajectories(per_seed, headline),
+        "best_of_n": plot_best_of_n(pd.read_csv(results_dir / "best_of_n.csv")),
+        "components": plot_components(pd.read_csv(results_dir / "components.csv"), headline),
+        "trajectories": plot_trajectories(
+            pd.read_csv(results_dir / "trajectory_seeds.csv"), headline
+        ),
     }
 
 

@@ -21,16 +21,9 @@ from seedvar.config import Config  # noqa: E402
 from seedvar.data.io import read_table  # noqa: E402
 from seedvar.declared import design_columns, primary_column, primary_set  # noqa: E402
 from seedvar.metrics import other_labels_column  # noqa: E402
+from seedvar.report import wording  # noqa: E402
 from seedvar.report.past_the_paper import further_figures, panels  # noqa: E402
-from seedvar.report.wording import (  # noqa: E402
-    CAPTIONS,
-    TITLE,
-    findings,
-    further_text,
-    interaction_text,
-    label_caveat,
-    made_from,
-)
+from seedvar.report.wording import CAPTIONS, TITLE  # noqa: E402
 from seedvar.results.aggregate import as_trained, diagnostic_masks, flat_headline  # noqa: E402
 from seedvar.tracking import provenance  # noqa: E402
 
@@ -40,8 +33,7 @@ OURS, PAPER = "tab:blue", "tab:gray"
 def plot_groups(
     ours: pd.DataFrame, paper: pd.DataFrame | None, by_set: dict[str, list[str]], name: str
 ) -> Figure:
-    """(a) Accuracy on each column of each diagnostic set, one point per seed; the published
-    reference's runs (`name`) beside ours where it has the column."""
+    """(a) Accuracy on each column of each diagnostic set, one point per seed (and run)."""
     figure, axes = panels(len(by_set), 14, 4.5, columns=1)
     jitter = np.random.default_rng(0)
     for axis, (set_name, columns) in zip(axes, by_set.items(), strict=True):
@@ -74,8 +66,7 @@ def plot_scatter(
         for _, row in ours.iterrows():  # clipped to the axes: a seed at 100 % stays inside
             point = (row[base], row[column])
             axis.annotate(str(int(row["seed"])), point, fontsize=7, annotation_clip=True)
-        axis.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), aspect="equal")
-        axis.set(xlabel=base, ylabel=column)
+        axis.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), aspect="equal", xlabel=base, ylabel=column)
         axis.legend(loc="upper left")
     figure.suptitle("In-distribution vs diagnostic accuracy, per seed")
     return figure
@@ -115,8 +106,7 @@ def plot_bias(ours: pd.DataFrame, headline: list[str], counterpart: dict[str, st
 
 
 def plot_std(comparison: pd.DataFrame, decision: dict) -> Figure:
-    """(d) Per column the reference's std beside our seed std, its 95 % interval and our
-    evaluation-noise std (results/verdict.json)."""
+    """(d) Per column the reference's std beside our seed std, interval and noise std."""
     columns = ["seed_std", "seed_std_low", "seed_std_high", "noise_std"]
     ours = pd.DataFrame(decision["columns"]).set_index("column")[columns]
     ours = ours.astype(float).reindex(comparison.index)  # None (one seed: no std) -> NaN
@@ -183,11 +173,11 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
     interaction = results_dir / "interaction.csv"
     one_label = one_label_columns(config, agreement)
     paragraphs = [
-        made_from(config, len(ours), sizes, provenance()),
-        findings(config, comparison, decision, len(ours)),
-        further_text(results_dir, base, headline),
-        interaction_text(pd.read_csv(interaction)) if interaction.is_file() else "",
-        label_caveat(one_label),
+        wording.made_from(config, len(ours), sizes, provenance()),
+        wording.findings(config, comparison, decision, len(ours)),
+        wording.further_text(results_dir, base, headline),
+        wording.interaction_text(pd.read_csv(interaction)) if interaction.is_file() else "",
+        wording.label_caveat(one_label),
     ]
     paragraph = "\n\n".join(part for part in paragraphs if part)
     table = _comparison_table(comparison, base)
@@ -199,8 +189,7 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
 
 
 def report_study(config: Config, results_dir: Path, report_dir: Path) -> tuple[list[Path], str]:
-    """Write the report and log it, with the study's headline numbers, on the study's MLflow
-    run; returns the files written and that run's id."""
+    """Write the report, log it on the study's MLflow run; the files written and the run's id."""
     config = as_trained(config, Path(config.output_dir))
     written = write_report(config, results_dir, report_dir)
     headline = flat_headline(results_dir)
@@ -208,8 +197,7 @@ def report_study(config: Config, results_dir: Path, report_dir: Path) -> tuple[l
 
 
 def _comparison_table(comparison: pd.DataFrame, base: str) -> pd.DataFrame:
-    stats = {"min": "min", "max": "max", "mean": "mean", "std": "std"}
-    stats["range_ratio"] = f"range / {base} range"
+    stats = {s: s for s in ("min", "max", "mean", "std")} | {"range_ratio": f"range / {base} range"}
     columns = {
         f"{source}_{key}": f"{source} {label}"
         for source in ("ours", "paper")
@@ -240,8 +228,6 @@ def _html(paragraph: str, table: pd.DataFrame, figures: dict, report_dir: Path, 
     )
     paragraphs = "".join(f"<p>{html.escape(part)}</p>" for part in paragraph.split("\n\n"))
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{TITLE}</title>"
-        f"<style>{style}</style></head><body><h1>{html.escape(TITLE)}</h1>"
-        f"{paragraphs}<h2>{html.escape(title)}</h2>"
-        f"{table.rename_axis(None).to_html()}<h2>Plots</h2>{images}</body></html>"
+        "<!doctype html><html><head><meta "
+        f"charset='utf-8'><title>{TITLE}</title><style>{style}</style></head><body><h1>{html.escape(TITLE)}</h1>{paragraphs}<h2>{html.escape(title)}</h2>{table.rename_axis(None).to_html()}<h2>Plots</h2>{images}</body></html>"
     )

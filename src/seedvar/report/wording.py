@@ -1,6 +1,5 @@
-"""Every sentence a reader sees: the verdict's reasons, the notes, the correlation answers,
-the sweep's verdict and the report's paragraphs, rendered from the statistics' reasons (a
-rule and its numbers) and results/; and the records of results/ that carry them."""
+"""Every sentence a reader sees, rendered from the statistics' reasons (a rule and its numbers)
+and results/; and the records of results/ that carry them."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ def _points(value: float) -> str:
 
 
 def reason_text(reason: Reason) -> str:
-    """A reason in one sentence (seed stds and margins in points): the verdict's, a note's,
-    a correlation answer's or a sweep's."""
+    """A reason in one sentence (seed stds and margins in points)."""
     n = reason.numbers
     measure = MEASURES.get(n.get("measure", ""), "bias-free counterpart")
     p = n.get("p")
@@ -52,8 +50,7 @@ def reason_text(reason: Reason) -> str:
         case "one class":
             return (
                 f"inconclusive: {n['seeds']} of {n['of']} seeds predict one class on at least "
-                f"{n['threshold']:.0%} of a set (seed {n['seed']} on {n['set']}: "
-                f"{n['share']:.1%})"
+                f"{n['threshold']:.0%} of a set (seed {n['seed']} on {n['set']}: {n['share']:.1%})"
             )
         case "near chance":
             return (
@@ -99,10 +96,9 @@ def reason_text(reason: Reason) -> str:
         case "diagnostic at chance":
             means = ", ".join(f"{column} {mean:.3f}" for column, mean in n["means"].items())
             return (
-                f"inconclusive: no seed's {measure} on a headline column is significantly "
-                f"above chance ({n['chance']}; means {means}): the seeds do not tell the "
-                "diagnostic set's labels apart, so their spread there is how often they "
-                "answer a label"
+                f"inconclusive: no seed's {measure} on a headline column is significantly above "
+                f"chance ({n['chance']}; means {means}): the seeds do not tell the diagnostic "
+                "set's labels apart, so their spread there is how often they answer a label"
             )
         case "undecided" if n["largest"] is None:
             return f"inconclusive: {n['seeds']} seed: no spread across seeds to bound"
@@ -221,8 +217,7 @@ def prediction_record(prediction: Prediction) -> dict[str, str]:
 
 
 def verdict_record(decision: Verdict, evidence: Evidence) -> dict[str, object]:
-    """verdict.json's content: the outcome, its reason (words, rule, numbers), the design,
-    how each column's noise was estimated, every column's variance and every test."""
+    """verdict.json's content: the outcome, its reason (words, rule, numbers) and the numbers."""
     return {
         "outcome": decision.outcome,
         "reason": reason_text(decision.reason),
@@ -239,8 +234,7 @@ def verdict_record(decision: Verdict, evidence: Evidence) -> dict[str, object]:
 
 
 def write_results(config: Config, runs_dir: Path, results_dir: Path) -> None:
-    """results/ (seedvar.results.aggregate) and its worded records: verdict.json (with the
-    correlation answers, ours and the reference's), correlations.csv, components.csv."""
+    """results/ and its worded records: verdict.json, correlations.csv, components.csv."""
     found = aggregate(config, runs_dir, results_dir)
     record = verdict_record(found.decision, found.evidence)
     record["predicts"] = prediction_record(found.predicts)
@@ -255,8 +249,7 @@ def write_results(config: Config, runs_dir: Path, results_dir: Path) -> None:
 def sweep_summary(
     names: tuple[str, str, str], table: pd.DataFrame, decision: SweepVerdict | None
 ) -> str:
-    """The completed configurations' accuracy and spread in numbers (`names`: the trials
-    table's columns of accuracy, spread and the base's spread), then the tested verdict."""
+    """The completed configurations' accuracy and spread (`names`: their columns), the verdict."""
     complete = table[table["state"] == "COMPLETE"]
     if decision is None or complete.empty:
         return "No trial has completed yet."
@@ -272,8 +265,7 @@ def sweep_summary(
 
 
 def made_from(config: Config, n_seeds: int, sizes: dict[str, int], sources: dict) -> str:
-    """What the report was made from: profile, model, sizes, code version (`sources`: the
-    tracking's provenance) and date."""
+    """What the report was made from: profile, model, sizes, code version and date."""
     counted = [f"{size:,} {name}" for name, size in sizes.items()]
     evaluated = ", ".join(counted[:-1]) + " and " * (len(counted) > 1) + counted[-1]
     return (
@@ -286,8 +278,7 @@ def made_from(config: Config, n_seeds: int, sizes: dict[str, int], sources: dict
 
 
 def findings(config: Config, comparison: pd.DataFrame, decision: dict, n_seeds: int) -> str:
-    """One paragraph: the spread in numbers, then the tested verdict and the correlation
-    answers (results/verdict.json), each with the reason the decision gives."""
+    """One paragraph: the spread in numbers, then the verdict and the correlation answers."""
     reference = config.reference.name if config.reference else None
     base, tested = primary_column(config.task), list(decision["design"]["tested"])
 
@@ -301,10 +292,8 @@ def findings(config: Config, comparison: pd.DataFrame, decision: dict, n_seeds: 
         return ours + ")"
 
     widest = comparison.loc[tested, "ours_std"].idxmax()
-    highlights = [
-        c for d in config.diagnostics.values() for c in d.highlight if c in comparison.index
-    ]
-    shown = "".join(f" {column} {spread(column)}." for column in highlights)
+    highlights = [c for d in config.diagnostics.values() for c in d.highlight]
+    shown = "".join(f" {c} {spread(c)}." for c in highlights if c in comparison.index)
     text = (
         f"Across {n_seeds} seeds, {base} {spread(base)}. Of the diagnostic sets' headline "
         f"columns, {widest} spreads widest: it {spread(widest)}.{shown} "
@@ -331,8 +320,7 @@ def label_caveat(one_label: dict[str, str]) -> str:
 
 
 def interaction_text(table: pd.DataFrame) -> str:
-    """The seed x subcase interaction beyond one threshold per seed (results/interaction.csv),
-    worded as a lead: per group its chi-square / df and the subcase contributing most."""
+    """The seed x subcase interaction beyond one threshold per seed, worded as a lead."""
     table = table[table["ratio"].notna()]
     if table.empty:
         return ""
@@ -364,8 +352,7 @@ def interaction_text(table: pd.DataFrame) -> str:
 
 
 def best_of_n_text(all_curves: pd.DataFrame, base: str, headline: list[str]) -> str:
-    """What picking by in-distribution accuracy buys, at the largest n (ours, then the
-    reference's where it has the columns)."""
+    """What picking by in-distribution accuracy buys at the largest n, ours then the reference's."""
     text = _picked(all_curves[all_curves["runs"] == OURS], base, headline, "Best of n")
     for runs, curves in all_curves[all_curves["runs"] != OURS].groupby("runs"):
         shared = [c for c in headline if c in set(curves["column"])]
@@ -374,14 +361,12 @@ def best_of_n_text(all_curves: pd.DataFrame, base: str, headline: list[str]) -> 
 
 
 def _picked(curves: pd.DataFrame, base: str, headline: list[str], lead: str) -> str:
-    """At the largest n: the value kept by `base` (± its bootstrap SE, and the tied seeds'
-    values where it is their mean), the best on the column and one seed's on average."""
+    """At the largest n: the value kept by `base`, the best on the column and one seed's."""
     top = int(curves["n"].max())
     last = curves[curves["n"] == top].set_index(["column", "curve"])
-    chosen = f"chosen by {base}"
     parts = []
     for column in headline:
-        kept = last.loc[(column, chosen)]
+        kept = last.loc[(column, f"chosen by {base}")]
         tie = ""
         if kept["tied"] > 1 and pd.notna(kept["tied_values"]) and str(kept["tied_values"]):
             values = ", ".join(f"{float(v):.1%}" for v in str(kept["tied_values"]).split())
@@ -399,8 +384,7 @@ def _picked(curves: pd.DataFrame, base: str, headline: list[str], lead: str) -> 
 
 
 def components_text(table: pd.DataFrame, headline: list[str]) -> str:
-    """Which seed matters, per headline column: init against data order by the generalized
-    test, Holm corrected across the headline columns at family-wise ALPHA."""
+    """Which seed matters, per headline column: init against data order, Holm corrected."""
     if (table["source"] == JOINT).all():
         return (
             "Which seed matters: not measurable here, each seed set both the initialisation "
@@ -465,29 +449,22 @@ def further_text(results_dir: Path, base: str, headline: list[str]) -> str:
 
 TITLE = "seedvar: do seeds that score alike generalize alike?"
 CAPTIONS = {
-    "groups": "(a) Accuracy on each diagnostic column, one point per seed; the reference's "
-    "runs in gray.",
+    "groups": "(a) Accuracy on each diagnostic column, one point per seed; the reference's runs "
+    "in gray.",
     "scatter": "(b) In-distribution accuracy vs each headline diagnostic column, per seed.",
-    "bias": "(b2) Each headline column against the accuracy on its group's other gold labels, "
-    "per seed, coloured by its bias-free counterpart (AUC where scores exist): points along "
-    "the dotted falling line differ only in how often they answer a label (a threshold), not "
-    "in how they generalize.",
+    "bias": "(b2) Each headline column against the accuracy on its group's other gold labels, per "
+    "seed, coloured by its bias-free counterpart (AUC where scores exist): points along the "
+    "dotted falling line differ only in how often they answer a label (a threshold), not in how "
+    "they generalize.",
     "agreement": "(c) Per-example agreement: how many seeds got each example right.",
-    "std": (
-        "(d) Spread across seeds per column: the reference's std; our seed std with evaluation "
-        "noise removed, its 95 % interval, and our evaluation-noise std."
-    ),
-    "best_of_n": (
-        "(e) Best of n seeds: the expected accuracy of the best seed on the in-distribution "
-        "column and on each headline column, and each headline column's accuracy for the seed "
-        "picked by in-distribution accuracy; bands: one standard error (bootstrap over seeds)."
-    ),
-    "components": (
-        "(f) Where the seed variance comes from: per column, the std of each source with its "
-        "95 % interval (init and data order in a factorial design; the joint seed otherwise)."
-    ),
-    "trajectories": (
-        "(g) Headline columns during training, on a fixed subsample of each diagnostic set: "
-        "one line per seed."
-    ),
+    "std": "(d) Spread across seeds per column: the reference's std; our seed std with evaluation "
+    "noise removed, its 95 % interval, and our evaluation-noise std.",
+    "best_of_n": "(e) Best of n seeds: the expected accuracy of the best seed on the "
+    "in-distribution column and on each headline column, and each headline column's accuracy for "
+    "the seed picked by in-distribution accuracy; bands: one standard error (bootstrap over "
+    "seeds).",
+    "components": "(f) Where the seed variance comes from: per column, the std of each source "
+    "with its 95 % interval (init and data order in a factorial design; the joint seed otherwise).",
+    "trajectories": "(g) Headline columns during training, on a fixed subsample of each "
+    "diagnostic set: one line per seed.",
 }

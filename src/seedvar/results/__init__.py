@@ -1,2 +1,1 @@
-"""A study's results from its finished seeds: the seeds table, the evidence the verdict
-weighs, and what goes past the paper."""
+"""A study's results from its finished seeds: tables, the verdict's evidence, past the paper."""

@@ -1,10 +1,8 @@
-"""Gather the seeds of a study into results/: tables, statistics, agreement, comparison, the
-verdict; every column, set and headline from the study's declaration."""
+"""Gather the seeds of a study into results/: tables, statistics, agreement, the verdict."""
 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,8 +29,7 @@ HEADLINE = "headline"  # results/headline/: the study's DVC metrics, a file per 
 
 @dataclass(frozen=True)
 class Aggregated:
-    """What `aggregate` decided, for the records whose sentences the report layer renders:
-    verdict.json, correlations.csv and components.csv (seedvar.report.wording)."""
+    """What `aggregate` decided, for the records the report layer words (report.wording)."""
 
     evidence: Evidence
     decision: Verdict
@@ -43,8 +40,7 @@ class Aggregated:
 
 
 def seed_table(runs_dir: Path, seeds: list[int], first: Sequence[str] = ()) -> pd.DataFrame:
-    """One row per finished seed: the seed, the `first` columns there are, then the rest; every
-    seed must report the same columns."""
+    """One row per finished seed: the seed, the `first` columns there are, then the rest."""
     rows = []
     for seed in seeds:
         job = FinishedSeed(runs_dir, seed)
@@ -77,8 +73,7 @@ def as_trained(config: Config, runs_dir: Path) -> Config:
 
 
 def require_one_recipe(config: Config, runs_dir: Path, seeds: list[int]) -> None:
-    """SeedvarError naming the seeds and settings where a seed's recipe is not the study's
-    (`config` as trained: its precisions concrete)."""
+    """SeedvarError naming the seeds whose recipe is not the study's (`config` as trained)."""
     expected = config.recipe(per_seed=False)
     problems = []
     for seed in seeds:
@@ -98,9 +93,7 @@ def require_one_recipe(config: Config, runs_dir: Path, seeds: list[int]) -> None
 
 
 def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> Aggregated:
-    """Write results/ but for its worded records (seeds.csv, summary.json, the headline,
-    agreement, multibootstrap, comparison, interaction, scatter and the analyses past the
-    paper's) and return the verdict and what else the report layer words."""
+    """Write results/ but for its worded records and return what the report layer words."""
     results_dir.mkdir(parents=True, exist_ok=True)
     seeds, task = config.seeds, config.task
     paper = read_table(Path(config.reference.runs)) if config.reference else None
@@ -115,8 +108,7 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> Aggregated:
     columns = FinishedSeed(runs_dir, seeds[0]).columns()
     accuracies = [c for c in columns if not c.name.startswith(MAJORITY_SHARE)]
     diagnostics = [c for c in accuracies if c.set in config.diagnostics]
-    named = {column.name for column in diagnostics}
-    diagnostic = [c for c in table.columns if c in named]  # the seeds table's order
+    diagnostic = [c for c in table.columns if c in {d.name for d in diagnostics}]  # its order
     base = primary_column(task)
 
     numeric = [c for c in table.columns if c != "seed"]
@@ -131,16 +123,14 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> Aggregated:
     decision = verdict(table, evidence.noise, design, prediction_shares(config, table))
     variance = {column: found.paired_var for column, found in evidence.noise.items()}
     components = write_further(config, table, runs_dir, results_dir, variance, design.tested, paper)
-    overall = [c.name for c in diagnostics if c.key.endswith("/overall")]
-    predicted = [*design.tested, *overall]
+    predicted = [*design.tested, *(c.name for c in diagnostics if c.key.endswith("/overall"))]
     scatter = {"seed": table["seed"], SCATTER_X: table[base], SCATTER_Y: table[design.tested[0]]}
     pd.DataFrame(scatter).to_csv(results_dir / "scatter.csv", index=False)
     keys = {column.name: column.key for column in columns}
     shown = [c for c in shown_columns(task, config.diagnostics) if c in table]
     stats = ("mean", "std", "min", "max")
     headline: dict[str, object] = {keys[c]: summary.loc[c, list(stats)].to_dict() for c in shown}
-    headline["seeds"] = {"count": len(seeds)}
-    headline["verdict"] = {"outcome": decision.outcome}
+    headline |= {"seeds": {"count": len(seeds)}, "verdict": {"outcome": decision.outcome}}
     write_headline(results_dir / HEADLINE, headline)
     reference = None
     if paper is not None and base in paper:
@@ -152,8 +142,7 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> Aggregated:
 
 
 def subgroups(config: Config, runs_dir: Path) -> list[analysis.Subgroup]:
-    """Every diagnostic set's nested groups (HANS: each heuristic's subcases), from the
-    first seed's predictions (every seed answers the same examples)."""
+    """Every diagnostic set's nested groups (HANS: each heuristic's subcases), from seed one."""
     found = []
     for name, declared in config.diagnostics.items():
         examples = answers(runs_dir, config.seeds[:1], name)[0]
@@ -191,8 +180,7 @@ def prediction_shares(config: Config, table: pd.DataFrame) -> dict[str, list[flo
 def _write_agreement(
     config: Config, runs_dir: Path, results_dir: Path, columns: list[Column]
 ) -> None:
-    """How many seeds got each example right, per set (results/agreement/<set>.csv), and the
-    Multi-Bootstrap accuracy and interval of every diagnostic column (multibootstrap.csv)."""
+    """results/agreement/<set>.csv (seeds right per example) and multibootstrap.csv."""
     folder = results_dir / "agreement"
     folder.mkdir(exist_ok=True)
     rows = []
@@ -222,17 +210,8 @@ def diagnostic_masks(
 
 def write_json(path: Path, content: object) -> None:
     """JSON without NaN or inf (an undefined number is written as null)."""
-    path.write_text(json.dumps(_finite(content), indent=2, allow_nan=False))
-
-
-def _finite(content: object) -> object:
-    if isinstance(content, dict):
-        return {key: _finite(value) for key, value in content.items()}
-    if isinstance(content, list | tuple):
-        return [_finite(value) for value in content]
-    if isinstance(content, float) and not math.isfinite(content):
-        return None
-    return content
+    finite = json.loads(json.dumps(content), parse_constant=lambda _: None)
+    path.write_text(json.dumps(finite, indent=2, allow_nan=False))
 
 
 def flat_headline(results_dir: Path) -> dict[str, float]:

@@ -31,8 +31,7 @@ class Evidence:
 
 
 def answers(runs_dir: Path, seeds: list[int], set_name: str) -> tuple[pd.DataFrame, np.ndarray]:
-    """The examples of one set (from the first seed: id, gold, groups) and a seeds x examples
-    matrix of predicted labels."""
+    """One set's examples (the first seed's: id, gold, groups) and seeds x examples predictions."""
     frames = [pd.read_parquet(FinishedSeed(runs_dir, seed).predictions(set_name)) for seed in seeds]
     examples = frames[0].drop(columns=[c for c in frames[0].columns if c.startswith("logit_")])
     for seed, frame in zip(seeds, frames, strict=True):
@@ -46,16 +45,14 @@ def answers(runs_dir: Path, seeds: list[int], set_name: str) -> tuple[pd.DataFra
 
 
 def auc_column(column: str) -> str:
-    """The seeds-table name of a column's threshold-free counterpart: the AUC of its label's
-    score within the column's bias-free scope."""
+    """The seeds-table name of a column's threshold-free counterpart (its label's AUC)."""
     return f"{column} [AUC]"
 
 
 def label_scores(
     runs_dir: Path, seeds: list[int], set_name: str, config: Config, declared: Diagnostic
 ) -> np.ndarray:
-    """Seeds x examples x the diagnostic's labels: each label's log-odds from the seeds' saved
-    logits (the task labels it collapses, against the rest)."""
+    """Seeds x examples x the diagnostic's labels: each label's log-odds from the saved logits."""
     target = np.asarray(task_to_diagnostic(config.task, declared, set_name))
     names = [f"logit_{label}" for label in config.task.labels]
     found = []
@@ -82,8 +79,7 @@ def _design(config: Config, gold: dict[str, np.ndarray], measure: Measure) -> De
 
 
 def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evidence:
-    """Evidence from the seeds' prediction files: paired-bootstrap noise of every accuracy
-    column, and the AUC counterpart of every tested column with its noise."""
+    """Evidence from the seeds' predictions: paired noise, and each tested column's AUC."""
     seeds, task = config.seeds, config.task
     noise: dict[str, Noise] = {}
     golds: dict[str, np.ndarray] = {}
@@ -120,8 +116,7 @@ def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evi
 
 
 def _rate_noise(rates: list[np.ndarray], sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Bias-free accuracy of two-label rates (each label's accuracy and its example count)
-    per seed, and its binomial variance by the delta method."""
+    """Bias-free accuracy of two labels' rates per seed, and its binomial (delta) variance."""
 
     def value(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         (n_a, n_b), miss_a, miss_b = sizes, 1 - a, 1 - b
@@ -139,8 +134,7 @@ def _rate_noise(rates: list[np.ndarray], sizes: list[int]) -> tuple[np.ndarray, 
 
 
 def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataFrame]) -> Evidence:
-    """Evidence from a per-run table of accuracies alone and the declared sets' `examples`:
-    binomial noise, and each tested column's counterpart from its scope's per-label columns."""
+    """Evidence from a per-run table of accuracies and the declared sets' `examples`."""
     reference, tested = design_columns(config.task, config.diagnostics)
     missing = [c for c in (*reference, *tested) if c not in table.columns]
     if missing:
@@ -159,17 +153,16 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
     extra: dict[str, np.ndarray] = {}
     for name, declared in config.diagnostics.items():
         gold = examples[name]["label"].to_numpy()
-        columns = metrics.diagnostic_columns(name, declared, examples[name])
+        masks = {c.name: m for c, m in metrics.diagnostic_columns(name, declared, examples[name])}
         scopes = metrics.bias_free_scopes(name, declared, examples[name])
-        for c, m in columns:
-            if c.name in table:
-                noise[c.name] = binomial_noise(table[c.name].to_numpy(float), int(m.sum()))
-        for column in [c.name for c, _ in columns if c.name in tested]:
+        for c, m in masks.items():
+            if c in table:
+                noise[c] = binomial_noise(table[c].to_numpy(float), int(m.sum()))
+        for column in [c for c in masks if c in tested]:
             scope = scopes[column]
             labels = sorted(set(gold[scope].tolist()))
-            by_mask = [(c.name, m) for c, m in columns]
             partners = [
-                next((c for c, m in by_mask if np.array_equal(m, scope & (gold == x))), None)
+                next((c for c, m in masks.items() if np.array_equal(m, scope & (gold == x))), None)
                 for x in labels
             ]
             if len(labels) != 2 or None in partners or not set(partners) <= set(table.columns):

@@ -1,6 +1,5 @@
 """The analyses past the paper's, as tables in results/: which seed matters (variance
-components of a factorial design), what picking by validation accuracy buys (best-of-n curves),
-and when seeds part ways (trajectories)."""
+components), what picking by validation buys (best of n), when seeds part ways (trajectories)."""
 
 from __future__ import annotations
 
@@ -37,8 +36,7 @@ def write_further(
     headline: Sequence[str],
     reference: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """results/best_of_n.csv, trajectory_seeds.csv and trajectories.csv; returns the components
-    table (`noise`: each column's paired noise variance) for the report layer to word."""
+    """results/best_of_n.csv and the trajectories; returns the components table to word."""
     base, headline = primary_column(config.task), list(headline)
     pool, ours = f"over all {len(table)} seeds", table
     if config.factorial.cells:
@@ -67,8 +65,7 @@ def diagonal_seeds(config: Config) -> list[int]:
 def component_table(
     config: Config, table: pd.DataFrame, columns: list[str], noise: Mapping[str, float]
 ) -> pd.DataFrame:
-    """Per column, its seed std split into init, data order and interaction with the test of
-    one against the other (a factorial design), or the joint seed's; notes as reasons."""
+    """Per column, its seed std by source (a factorial design) or the joint seed's."""
     rows: list[dict] = []
     if not config.factorial.cells:
         for row in seed_variance(table, noise, columns):
@@ -92,8 +89,7 @@ def component_table(
 def best_of_n_curves(
     table: pd.DataFrame, by: str, headline: list[str], runs: str, pool: str
 ) -> pd.DataFrame:
-    """Best-of-n curves of one table of runs (`runs`: ours or the reference's name; `pool`:
-    which of them), a `series` name per curve and a band of one bootstrap standard error."""
+    """Best-of-n curves of one table of runs (`runs`: ours or the reference's name)."""
     curves = best_of_n_table(table, by, headline)
     prefix = "" if runs == OURS else f"{runs} · "
     curves["series"] = prefix + curves["column"] + ": " + curves["curve"]
@@ -103,8 +99,7 @@ def best_of_n_curves(
 
 
 def trajectories(runs_dir: Path, seeds: list[int], columns: list[str]) -> pd.DataFrame:
-    """Per seed, step and column (of `columns`): the accuracy on the diagnostic subsample
-    during training, from the seeds trained with a trajectory."""
+    """Per seed, step and column: the accuracy on the diagnostic subsample during training."""
     found = [(seed, FinishedSeed(runs_dir, seed).trajectory()) for seed in seeds]
     frames = [f[f["column"].isin(columns)].assign(seed=s) for s, f in found if f is not None]
     return pd.concat(frames)[PER_SEED_COLUMNS] if frames else pd.DataFrame(columns=PER_SEED_COLUMNS)

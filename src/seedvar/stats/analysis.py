@@ -1,5 +1,4 @@
-"""Statistics over seeds (pure functions, no I/O): spread, bootstrap, agreement, comparison,
-and the seed x subcase interaction beyond one threshold per seed."""
+"""Statistics over seeds (pure functions, no I/O): spread, agreement, the seed x subcase lead."""
 
 from __future__ import annotations
 
@@ -47,8 +46,7 @@ def describe(table: pd.DataFrame, columns: list[str], n_boot: int = 2000) -> pd.
 
 
 def seed_std(values: np.ndarray) -> float:
-    """The std across seeds (ddof 1); exactly 0 for one seed or equal seeds (not the rounding
-    error of their mean, 6.8e-17)."""
+    """The std across seeds (ddof 1); exactly 0 for equal seeds (not their mean's rounding)."""
     return float(values.std(ddof=1)) if values.max() > values.min() else 0.0
 
 
@@ -60,8 +58,7 @@ def agreement(correct: np.ndarray) -> np.ndarray:
 def multibootstrap(
     correct: np.ndarray, n_boot: int = 1000, level: float = 0.95, seed: int = 0
 ) -> tuple[float, float, float]:
-    """Multi-Bootstrap (Sellam et al. 2021): accuracy and its CI, resampling seeds and examples
-    jointly from a seeds x examples matrix of correct answers."""
+    """Multi-Bootstrap (Sellam et al. 2021): accuracy and its CI, seeds and examples resampled."""
     correct = np.asarray(correct, dtype=float)
     n_seeds, n_examples = correct.shape
     rng = np.random.default_rng(seed)
@@ -76,8 +73,7 @@ def multibootstrap(
 def compare_spread(
     ours: pd.DataFrame, paper: pd.DataFrame | None, columns: list[str], base: str
 ) -> pd.DataFrame:
-    """Per column: range, mean and std, ours and a published reference's (`paper`, where it has
-    the column), and the spread relative to the base column's (range and std ratio)."""
+    """Per column: range, mean and std, ours and `paper`'s, and their ratio to the base's."""
     tables = [("ours", ours)] + ([("paper", paper)] if paper is not None else [])
     rows: dict[str, dict[str, float]] = {column: {} for column in columns}
     for name, table in tables:
@@ -89,19 +85,16 @@ def compare_spread(
             values = table[column].to_numpy(dtype=float)
             spread, std = np.ptp(values), seed_std(values)
             found = (values.min(), values.max(), spread, values.mean(), std)
-            rows[column] |= {f"{name}_{s}": v for s, v in zip(_SPREAD, found, strict=True)}
+            keys = ("min", "max", "range", "mean", "std")
+            rows[column] |= {f"{name}_{s}": v for s, v in zip(keys, found, strict=True)}
             rows[column][f"{name}_range_ratio"] = spread / base_range if base_range > 0 else np.nan
             rows[column][f"{name}_std_ratio"] = std / base_std if base_std > 0 else np.nan
     return pd.DataFrame.from_dict(rows, orient="index").reindex(columns)
 
 
-_SPREAD = ("min", "max", "range", "mean", "std")
-
-
 @dataclass(frozen=True)
 class Subgroup:
-    """The columns of one group of a nested level (HANS: one heuristic's subcases), each of
-    one gold label, with that label and its number of examples."""
+    """The one-label columns of one group of a nested level (HANS: a heuristic's subcases)."""
 
     set: str
     level: str  # the enclosing group's name (HANS: heuristic)
@@ -112,8 +105,7 @@ class Subgroup:
 
 
 def nested_subgroups(set_name: str, declared: Diagnostic, examples: pd.DataFrame) -> list[Subgroup]:
-    """Every group of a nested level (`within` another, not split, not by label) whose two or
-    more columns each hold one gold label, of at most two: columns, labels and sizes."""
+    """Every group of a nested level whose two or more columns each hold one of two labels."""
     gold = examples["label" if "label" in examples else "gold"].to_numpy()
     masks = {column.name: mask for column, mask in diagnostic_columns(set_name, declared, examples)}
     found = []
@@ -173,9 +165,6 @@ def threshold_interaction(table: pd.DataFrame, subgroup: Subgroup) -> dict[str, 
 
 def interaction_table(table: pd.DataFrame, subgroups: list[Subgroup]) -> pd.DataFrame:
     """`threshold_interaction` of every subgroup whose columns the table has (empty: none)."""
-    rows = [
-        threshold_interaction(table, s)
-        for s in subgroups
-        if set(s.columns) <= set(table.columns) and len(table) >= 2
-    ]
+    shown = [s for s in subgroups if set(s.columns) <= set(table.columns) and len(table) >= 2]
+    rows = [threshold_interaction(table, s) for s in shown]
     return pd.DataFrame(rows, columns=INTERACTION_COLUMNS)

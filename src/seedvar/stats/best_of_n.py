@@ -58,8 +58,7 @@ def expected_best(values: np.ndarray) -> Curve:
 def bootstrap_se(
     by: np.ndarray, target: np.ndarray, resamples: int = RESAMPLES, seed: int = 0
 ) -> np.ndarray:
-    """Standard error of the `expected_chosen` curve, n = 1 .. N: its std (ddof 1) over
-    `resamples` resamples of the seeds' rows with replacement."""
+    """Standard error of the `expected_chosen` curve, n = 1 .. N, over resamples of the seeds."""
     by, target = np.asarray(by, dtype=float), np.asarray(target, dtype=float)
     count = len(by)
     rows = np.random.default_rng(seed).integers(0, count, size=(resamples, count))
@@ -79,15 +78,13 @@ def bootstrap_se(
 def best_of_n_table(
     table: pd.DataFrame, by: str, columns: list[str], resamples: int = RESAMPLES
 ) -> pd.DataFrame:
-    """Per n, the best `by`, and per column its own best and the seed chosen by `by` (`curve`),
-    with the spread across subsets, the bootstrap SE and the seeds tied at n = N (`tied`)."""
+    """Per n and column: its own best and the seed chosen by `by` (`curve`), with their SEs."""
     rows = []
-    chosen = f"chosen by {by}"
     for column in [by, *[c for c in columns if c != by]]:
         values = table[column].to_numpy(dtype=float)
         rankers = {"best": values}
         if column != by:
-            rankers[chosen] = table[by].to_numpy(dtype=float)
+            rankers[f"chosen by {by}"] = table[by].to_numpy(dtype=float)
         for name, ranking in rankers.items():
             curve = expected_chosen(ranking, values)
             top = ranking == ranking.max()

@@ -90,12 +90,9 @@ def std_bound(values: np.ndarray, quantile: float, noise_var: float) -> float:
 
 
 def seed_variance(
-    table: pd.DataFrame, noise_var: Mapping[str, float], columns: Sequence[str] | None = None
+    table: pd.DataFrame, noise_var: Mapping[str, float], columns: Sequence[str]
 ) -> list[ColumnVariance]:
-    """Per column (default: those of `table` and `noise_var`, the paired noise variance): the
-    noise, observed and seed std, its LEVEL interval and the noise model's fit."""
-    if columns is None:
-        columns = [c for c in noise_var if c in table.columns]
+    """Per column: the noise, observed and seed std, its LEVEL interval and the noise's fit."""
     tail = (1 - LEVEL) / 2
     rows = []
     for column in columns:

@@ -30,8 +30,7 @@ COMPONENTS = ("init", "data order", "interaction")
 
 @dataclass(frozen=True)
 class Component:
-    """One source of seed variance in one column: its std and LEVEL interval (accuracy), and
-    why it is not identified where it is not."""
+    """One source of seed variance in one column: its std, LEVEL interval and share."""
 
     column: str
     source: str  # one of COMPONENTS
@@ -63,6 +62,26 @@ class MeanSquares:
     df_order: int
     df_residual: int
 
+    def observed(self) -> np.ndarray:
+        """The init, data-order and residual mean squares."""
+        return np.array([self.init, self.order, self.residual])
+
+    def pivot_draws(self, seed: int, draws: int) -> np.ndarray:
+        """Draws of the mean squares' expectations: dof x observed / chi-square(dof)."""
+        rng = np.random.default_rng(seed)
+        pairs = zip((self.df_init, self.df_order, self.df_residual), self.observed(), strict=True)
+        return np.stack([dof * ms / rng.chisquare(dof, draws) for dof, ms in pairs])
+
+    def raw_variances(self, expected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Init and data-order variance from expected mean squares, not floored."""
+        init, order, residual = expected
+        return (init - residual) / (self.df_order + 1), (order - residual) / (self.df_init + 1)
+
+    def variances(self, expected: np.ndarray, noise_var: float) -> list[np.ndarray]:
+        """Init, data-order and interaction variance from expected mean squares, floored at 0."""
+        found = [*self.raw_variances(expected), expected[2] - noise_var]
+        return [np.maximum(variance, 0.0) for variance in found]
+
 
 def mean_squares(cells: np.ndarray) -> MeanSquares:
     """Mean squares of an init x data-order matrix of one column's accuracies (>= 2 x 2)."""
@@ -82,38 +101,6 @@ def mean_squares(cells: np.ndarray) -> MeanSquares:
         float((residuals**2).sum()) / ((n_init - 1) * (n_order - 1)),
         *dfs,
     )
-
-
-Expected = tuple[np.ndarray, np.ndarray, np.ndarray]  # init, data-order, residual mean squares
-
-
-def _raw_variances(expected: Expected, squares: MeanSquares) -> tuple[np.ndarray, np.ndarray]:
-    """Init and data-order variance from the expected mean squares, not floored."""
-    init, order, residual = expected
-    return (init - residual) / (squares.df_order + 1), (order - residual) / (squares.df_init + 1)
-
-
-def _variances(expected: Expected, squares: MeanSquares, noise_var: float) -> Expected:
-    """Init, data-order and interaction variance from the expected mean squares (values or
-    pivot draws), each floored at 0."""
-    init, order = _raw_variances(expected, squares)
-    interaction = expected[2] - noise_var
-    return np.maximum(init, 0.0), np.maximum(order, 0.0), np.maximum(interaction, 0.0)
-
-
-def _observed(squares: MeanSquares) -> Expected:
-    return np.array(squares.init), np.array(squares.order), np.array(squares.residual)
-
-
-def _pivot_draws(squares: MeanSquares, seed: int, draws: int) -> Expected:
-    """Draws of the mean squares' expectations, each dof x observed / chi-square(dof)."""
-    rng = np.random.default_rng(seed)
-
-    def pivot(dof: int, observed: float) -> np.ndarray:
-        return dof * observed / rng.chisquare(dof, draws)
-
-    init, order = pivot(squares.df_init, squares.init), pivot(squares.df_order, squares.order)
-    return init, order, pivot(squares.df_residual, squares.residual)
 
 
 def noise_fit_p(squares: MeanSquares, noise_var: float) -> float | None:
@@ -139,11 +126,10 @@ def interaction_note(squares: MeanSquares, noise_var: float) -> Reason | None:
 def components(
     column: str, cells: np.ndarray, noise_var: float, seed: int = 0, draws: int = DRAWS
 ) -> list[Component]:
-    """Init, data-order and interaction std of one column, with LEVEL intervals (`cells[i, j]`:
-    the accuracy of init seed i with data-order seed j; `noise_var`: the paired noise)."""
+    """Init, data-order and interaction std of one column (`cells[init, order]`), intervals."""
     ms = mean_squares(cells)
-    point = _variances(_observed(ms), ms, noise_var)
-    pivots = _variances(_pivot_draws(ms, seed, draws), ms, noise_var)
+    point = ms.variances(ms.observed(), noise_var)
+    pivots = ms.variances(ms.pivot_draws(seed, draws), noise_var)
     notes = (None, None, interaction_note(ms, noise_var))
     tail = (1 - LEVEL) / 2 * 100
     total = float(sum(point))
@@ -163,20 +149,17 @@ def compare_sources(
     pivot draws (the F test in square designs); `noise_var` cancels, taken for symmetry."""
     del noise_var
     ms = mean_squares(cells)
-    init, order = _raw_variances(_observed(ms), ms)
-    drawn_init, drawn_order = _raw_variances(_pivot_draws(ms, seed, draws), ms)
+    init, order = ms.raw_variances(ms.observed())
+    drawn_init, drawn_order = ms.raw_variances(ms.pivot_draws(seed, draws))
     difference = drawn_init - drawn_order
     two_sided = 2 * min(float(np.mean(difference <= 0)), float(np.mean(difference >= 0)))
     return SourceComparison(column, float(init - order), min(max(two_sided, 1 / draws), 1.0))
 
 
 def holm(p_values: Sequence[float], alpha: float = ALPHA) -> tuple[list[float], list[bool]]:
-    """Holm's step-down correction: the adjusted p-values (in the given order) and which
-    hypotheses are rejected at family-wise `alpha` (adjusted p <= alpha)."""
-    count = len(p_values)
-    adjusted = [0.0] * count
-    running = 0.0
-    for rank, index in enumerate(sorted(range(count), key=lambda i: p_values[i])):
-        running = max(running, min((count - rank) * p_values[index], 1.0))
-        adjusted[index] = running
-    return adjusted, [p <= alpha for p in adjusted]
+    """Holm's step-down correction: the adjusted p-values and which are rejected at `alpha`."""
+    order = np.argsort(p_values, kind="stable")
+    steps = (len(p_values) - np.arange(len(p_values))) * np.asarray(p_values, dtype=float)[order]
+    adjusted = np.empty(len(p_values))
+    adjusted[order] = np.minimum(np.maximum.accumulate(steps), 1.0)
+    return adjusted.tolist(), [p <= alpha for p in adjusted.tolist()]

@@ -1,5 +1,4 @@
-"""Correlations across seeds, with permutation p-values, and whether the in-distribution
-accuracy predicts the diagnostic columns (pure functions, no I/O)."""
+"""Correlations across seeds with permutation p-values, and whether they predict (pure)."""
 
 from __future__ import annotations
 
@@ -63,8 +62,7 @@ def _permutation_p(x: np.ndarray, y: np.ndarray, n_resamples: int, seed: int) ->
 def correlate(
     table: pd.DataFrame, base: str, columns: Sequence[str], n_resamples: int = 9999, seed: int = 0
 ) -> list[Correlation]:
-    """Pearson and Spearman correlation across seeds of `base` with each column, with two-sided
-    permutation p-values (exact up to 8 seeds, else `n_resamples` fixed-seed pairings)."""
+    """Pearson and Spearman correlation of `base` with each column, permutation p-values."""
     x = accuracies(table, base)
     n = len(x)
 

@@ -4,9 +4,7 @@ Every seed is scored on the same examples, so a column's spread across seeds is 
 how much the seeds' *differences* would move with another draw of examples. A paired bootstrap
 resamples examples (or the clusters they were generated in: HANS's templates) once for all
 seeds, within the strata a set was designed in (HANS's subcases, whose sizes every resample
-keeps), and takes the variance of each seed's deviation from the seeds' mean. A statistic is a
-function of per-seed confusion counts (`confusion[..., gold, predicted]`); `paired_auc_noise`
-resamples the same units for the threshold-free AUC of each label's score.
+keeps), and takes the variance of each seed's deviation from the seeds' mean.
 """
 
 from __future__ import annotations
@@ -68,21 +66,15 @@ def confusion(gold: np.ndarray, predicted: np.ndarray, n_labels: int) -> np.ndar
 def _units(scored: Scored) -> tuple[np.ndarray, list[np.ndarray]]:
     """Each example's resampling unit (0..U-1), and the units of each stratum."""
     n = len(scored.gold)
-    if scored.clusters is None and scored.strata is None:
-        return np.arange(n), [np.arange(n)]
     raw = np.arange(n) if scored.clusters is None else scored.clusters
     strata = np.zeros(n, dtype=int) if scored.strata is None else scored.strata
     unit, _ = pd.MultiIndex.from_arrays([strata, raw]).factorize()
     stratum_of_unit = pd.Series(strata).groupby(unit).first()
-    groups = [
-        np.asarray(members) for members in stratum_of_unit.groupby(stratum_of_unit).indices.values()
-    ]
-    return np.asarray(unit), groups
+    return np.asarray(unit), list(stratum_of_unit.groupby(stratum_of_unit).indices.values())
 
 
 def _weights(groups: list[np.ndarray], n_units: int, size: int, rng) -> np.ndarray:
-    """Resample weights of the units (size x U): each stratum's units drawn with replacement,
-    as many as it has."""
+    """Resample weights of the units (size x U), each stratum's drawn with replacement."""
     weights = np.zeros((size, n_units))
     for members in groups:
         m = len(members)
@@ -139,8 +131,7 @@ def label_auc(scores: np.ndarray, gold: np.ndarray, weights: np.ndarray) -> np.n
 
 
 def paired_auc_noise(scored: Scored, resamples: int = RESAMPLES, seed: int = 0) -> Noise:
-    """Each seed's `label_auc` and its paired-bootstrap evaluation noise: the same units and
-    strata as `paired_noise`, resampled once for all seeds."""
+    """Each seed's `label_auc` and its paired-bootstrap evaluation noise (as `paired_noise`)."""
     scores = scored.scores
     if scores is None:
         raise ValueError("an AUC needs the seeds' scores")
@@ -157,8 +148,7 @@ def paired_auc_noise(scored: Scored, resamples: int = RESAMPLES, seed: int = 0) 
 def _paired(
     values: np.ndarray, scored: Scored, draw: Statistic, resamples: int, seed: int, what: str
 ) -> Noise:
-    """The paired and single noise of `draw` (unit weights, chunk x U -> chunk x seeds) over
-    `resamples` resamples of the units."""
+    """The paired and single noise of `draw` (unit weights -> per seed) over resampled units."""
     unit, groups = _units(scored)
     rng = np.random.default_rng(seed)
     sizes = [min(_CHUNK, resamples - start) for start in range(0, resamples, _CHUNK)]

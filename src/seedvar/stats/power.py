@@ -1,5 +1,4 @@
-"""How many seeds a study needs (pure functions, no I/O): the power of the verdict's test to
-pass a headline column, and the seeds at which a column would be ruled out."""
+"""How many seeds a study needs to pass a column, or to rule it out (pure functions, no I/O)."""
 
 from __future__ import annotations
 
@@ -50,9 +49,7 @@ def detection_power(
 def minimum_seeds(
     reference_seed_var: float, reference_noise_var: float, tested_noise_var: float, tests: int
 ) -> int | None:
-    """Smallest number of seeds (at least SEED_FLOOR) at which `detection_power` reaches
-    DESIGN_POWER, or None when even MAX_SEEDS do not (sets so small, or a reference so
-    spread, that the margin alone exceeds DESIGN_SEED_STD)."""
+    """Fewest seeds (from SEED_FLOOR) reaching DESIGN_POWER, or None when even MAX_SEEDS do not."""
     design = (reference_seed_var, reference_noise_var, tested_noise_var, tests)
     seeds = range(SEED_FLOOR, MAX_SEEDS + 1)
     return next((k for k in seeds if detection_power(k, *design) >= DESIGN_POWER), None)
@@ -61,9 +58,7 @@ def minimum_seeds(
 def seeds_to_rule_out(
     seed_var: float, noise_var: float, margin: float, one_sided: float
 ) -> int | None:
-    """Seeds at which a column of the measured seed and noise variances would have its
-    one-sided (chi-square) seed-std upper bound below `margin`; None when no number up to
-    MAX_SEEDS would."""
+    """Seeds at which a column's chi-square seed-std upper bound falls below `margin`, or None."""
     total = seed_var + noise_var
 
     def upper(k: int) -> float:

@@ -10,7 +10,7 @@ scaled to the given std. The reference set has its own sensitivity and no seed e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -24,9 +24,7 @@ REFERENCE, TESTED = "reference", "tested (label 1)"
 BIAS_FREE, EQUAL_VARIANCE = f"{TESTED} [AUC]", f"{TESTED} [bias-free]"
 DESIGN = Design((REFERENCE,), (TESTED,), {REFERENCE: 0.5}, {TESTED: BIAS_FREE}, "AUC")
 # the same study decided on the equal-variance measure, as a table of rates must be
-EQUAL_DESIGN = Design(
-    (REFERENCE,), (TESTED,), {REFERENCE: 0.5}, {TESTED: EQUAL_VARIANCE}, "equal-variance"
-)
+EQUAL_DESIGN = replace(DESIGN, bias_free={TESTED: EQUAL_VARIANCE}, measure="equal-variance")
 
 
 @dataclass(frozen=True)
@@ -76,9 +74,7 @@ def _answers(
 def study(
     truth: Truth, seed: int, resamples: int = 200
 ) -> tuple[pd.DataFrame, dict[str, Noise], Design]:
-    """One simulated study: its seeds table (the reference's accuracy, the tested set's
-    accuracy on label 1, its AUC and its equal-variance bias-free accuracy), their noise, and
-    the design (on the AUC)."""
+    """One simulated study: its seeds table, each column's noise and the design (on the AUC)."""
     rng = np.random.default_rng(seed)
     sensitivity = truth.sensitivity + _effects(rng, truth, truth.sensitivity_std)
     criterion = truth.criterion + _effects(rng, truth, truth.criterion_std)

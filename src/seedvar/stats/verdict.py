@@ -32,8 +32,7 @@ BIAS_FREE_CHANCE = 0.5  # AUC, or bias-free accuracy, of answers carrying no inf
 
 @dataclass(frozen=True)
 class Design:
-    """What a verdict compares: the in-distribution headline columns, the diagnostic sets'
-    headline columns and each one's bias-free counterpart."""
+    """What a verdict compares: reference and tested columns, each tested one's counterpart."""
 
     reference: tuple[str, ...]
     tested: tuple[str, ...]
@@ -140,19 +139,13 @@ def verdict(
     prediction_shares: Mapping[str, Sequence[float]] | None = None,
     alpha: float = ALPHA,
 ) -> Verdict:
-    """Decide whether one study (a seeds table, one row per seed) shows the paper's finding,
-    by the rules in this order (docs/verdict.md): one class (`prediction_shares`), near
-    chance, passes (a tested column's one-sided seed-std lower bound and its counterpart's
-    above the margin, max(STD_RATIO x the references' largest upper bound, STD_FLOOR), each at
-    alpha / `design.comparisons`), label bias or not separated (a raw column passes alone),
-    diagnostic at chance, ruled out (every upper bound below the null margin, the references'
-    lower bounds in place of their upper ones), undecided; below SEED_FLOOR seeds no conclusive
-    outcome (few seeds). The tested bounds are net of the paired evaluation noise."""
+    """Decide whether one study (a seeds table) shows the paper's finding, by the rules of
+    docs/verdict.md in order: one class, near chance, passes, label bias or not separated,
+    diagnostic at chance, ruled out, undecided; few seeds below SEED_FLOOR."""
     free_of = design.bias_free
-    values = {c: bounds.accuracies(table, c) for c in [*design.reference, *design.tested]}
-    values |= {free_of[c]: bounds.accuracies(table, free_of[c]) for c in design.tested}
     shown = [*design.reference, *[x for c in design.tested for x in (c, free_of[c])]]
     shown += [c for c in noise if c in table.columns and c not in shown]
+    values = {c: bounds.accuracies(table, c) for c in shown}
     paired = {c: _noise(noise, c).paired_var for c in shown}
     columns = tuple(bounds.seed_variance(table, paired, shown))
     k, one_sided = len(table), alpha / design.comparisons
@@ -164,9 +157,19 @@ def verdict(
             max(STD_RATIO * max(bounds.std_bound(v, q, 0.0) for v in references), STD_FLOOR)
             for q in (one_sided, 1 - one_sided)
         )
-        tests = tuple(
-            _column_test(c, free_of[c], values, paired, one_sided, margin) for c in design.tested
-        )
+
+        def test(column: str) -> ColumnTest:
+            free = free_of[column]
+            low, high, free_low, free_high = (
+                bounds.std_bound(values[c], q, paired[c])
+                for c in (column, free)
+                for q in (1 - one_sided, one_sided)
+            )
+            excess = excess_spread_p(values[column], values[free], paired[column], paired[free])
+            passes = (low > margin, free_low > margin)
+            return ColumnTest(column, low, high, free, free_low, free_high, *passes, excess)
+
+        tests = tuple(test(c) for c in design.tested)
     min_k: int | None = None  # asked for only when undecided
 
     def decided(rule: str, **numbers: Any) -> Verdict:
@@ -220,8 +223,7 @@ def verdict(
     )
 
     def rule_out(column: str) -> int | None:
-        """Seeds at which the column or its counterpart would be ruled out, at the spreads
-        measured (the fewer), or None."""
+        """The fewer seeds at which the column or its counterpart would be ruled out, or None."""
         found = [
             seeds_to_rule_out(seed_var[c], paired[c], null_margin, one_sided)
             for c in (column, free_of[column])
@@ -238,26 +240,6 @@ _OUTCOME: dict[str, Outcome] = {"passes": "reproduces", "ruled out": "does not r
 
 
 def _above_chance(values: np.ndarray, noise: Noise, tests: int, alpha: float) -> int:
-    """How many seeds score significantly above BIAS_FREE_CHANCE (one-sided z tests,
-    Bonferroni over `tests`)."""
+    """How many seeds score significantly above BIAS_FREE_CHANCE (Bonferroni over `tests`)."""
     se = np.sqrt(np.maximum(np.asarray(noise.single_var, dtype=float), 1e-300))
     return int((stats.norm.sf((values - BIAS_FREE_CHANCE) / se) < alpha / tests).sum())
-
-
-def _column_test(
-    column: str,
-    free: str,
-    values: Mapping[str, np.ndarray],
-    paired: Mapping[str, float],
-    one_sided: float,
-    margin: float,
-) -> ColumnTest:
-    """A tested column's bounds and paired test, at the level and against the margin."""
-    raw, other = values[column], values[free]
-    low, high = (bounds.std_bound(raw, q, paired[column]) for q in (1 - one_sided, one_sided))
-    free_low, free_high = (
-        bounds.std_bound(other, q, paired[free]) for q in (1 - one_sided, one_sided)
-    )
-    excess = excess_spread_p(raw, other, paired[column], paired[free])
-    passes = (low > margin, free_low > margin)
-    return ColumnTest(column, low, high, free, free_low, free_high, *passes, excess)
