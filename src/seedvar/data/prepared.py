@@ -19,7 +19,7 @@ from transformers import PreTrainedTokenizerBase
 
 from seedvar.config import Config, short_hash
 from seedvar.data.sets import StudySets, load_study_sets
-from seedvar.data.tokenized import tokenize_cached
+from seedvar.data.tokenized import save_quietly, tokenize_cached
 from seedvar.errors import ConfigError
 from seedvar.pretrained import load_tokenizer
 from seedvar.project import MANIFEST
@@ -71,7 +71,7 @@ def save_inputs(inputs: StudyInputs, config: Config, target: Path) -> None:
     partial.mkdir(parents=True)
     for name, frame in inputs.sets.named().items():
         frame.to_parquet(partial / f"{name}.parquet", index=False)
-        inputs.tokenized[name].save_to_disk(str(partial / "tokenized" / name))
+        save_quietly(inputs.tokenized[name], partial / "tokenized" / name)
     manifest = {
         "inputs_key": inputs_key(config),
         "model": config.model.name,

@@ -48,9 +48,20 @@ def tokenize_cached(
     encoded = encoded.select_columns(keep)
     partial = target.with_name(f"{key}.partial-{os.getpid()}")  # one per process: no clashes
     shutil.rmtree(partial, ignore_errors=True)
-    encoded.save_to_disk(str(partial))
+    save_quietly(encoded, partial)
     try:
         partial.rename(target)
     except OSError:  # another process cached the same set first; theirs is identical
         shutil.rmtree(partial, ignore_errors=True)
     return datasets.load_from_disk(str(target))
+
+
+def save_quietly(dataset: datasets.Dataset, folder: Path) -> None:
+    """`save_to_disk` without its "Saving the dataset" bar: a copy of what was just shown."""
+    shown = not datasets.utils.are_progress_bars_disabled()
+    datasets.utils.disable_progress_bars()
+    try:
+        dataset.save_to_disk(str(folder))
+    finally:
+        if shown:
+            datasets.utils.enable_progress_bars()

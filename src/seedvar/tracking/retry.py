@@ -49,7 +49,9 @@ def _not_retried(record: logging.LogRecord) -> bool:
     return error is None or transient_cause(error) is None
 
 
-logging.getLogger("mlflow.store.db.utils").addFilter(_not_retried)
+_store_log = logging.getLogger("mlflow.store.db.utils")
+_store_log.addFilter(_not_retried)
+_store_log.setLevel(logging.WARNING)  # not "Creating initial MLflow database tables..."
 
 
 class RetryingClient(MlflowClient):
