@@ -17,6 +17,7 @@ from collections import Counter
 from glob import glob
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -143,13 +144,22 @@ def finished(project: Path, rate: float) -> dict[int, str]:
     return found
 
 
-def left(processes: dict[int, str], within: float) -> list[int]:
-    """The processes of `processes` (pid: start time) still alive after `within` seconds."""
+def left(processes: dict[int, str], within: float) -> list[str]:
+    """The command lines of the processes of `processes` (pid: start time) still alive after
+    `within` seconds."""
     deadline = time.monotonic() + within
     while True:
         living = [
             pid for pid, begun in processes.items() if alive(pid) and started_at(pid) == begun
         ]
         if not living or time.monotonic() > deadline:
-            return living
+            return [f"{pid}: {command_of(pid)}" for pid in living]
         time.sleep(0.5)
+
+
+def command_of(pid: int) -> str:
+    """Process `pid`'s command line, or "" where it has ended."""
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return ""
