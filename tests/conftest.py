@@ -30,17 +30,19 @@ STUDY = 600  # a command that trains: a smoke seed, a smoke `dvc repro`, a smoke
 # `PYTEST_WORKERS=2 make test` runs the suite on two workers, a module to a worker (`--dist
 # loadfile`), and starting these first lets the two finish together. Tests keep their order in
 # a module.
-LONGEST_FIRST = [
-    "test_interruptions.py",
-    "test_pipeline.py",
-    "test_ray.py",
-    "test_sweep.py",
-    "test_integrity.py",
-    "test_fencing.py",
-    "test_dvc.py",
-    "test_safety.py",
-    "test_readme.py",
-    "test_tracking_store.py",
+LONGEST_FIRST = [  # seconds per module, 2026-12-05 (docs/tests.md)
+    "test_verdict.py",  # 508
+    "test_pipeline.py",  # 448
+    "test_ray.py",  # 357
+    "test_interruptions.py",  # 321
+    "test_dvc.py",  # 256
+    "test_integrity.py",  # 239
+    "test_fencing.py",  # 124
+    "test_sweep.py",  # 118
+    "test_safety.py",  # 117
+    "test_tracking_store.py",  # 88
+    "test_cli.py",  # 83
+    "test_readme.py",  # 60
 ]
 
 
