@@ -14,7 +14,9 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from seedvar.cli import main
 from seedvar.config import load_config
+from seedvar.errors import ConfigError
 from seedvar.sweep.report import write_sweep_outputs
 from seedvar.sweep.trial import run_sweep
 from tests.conftest import QUICK, STUDY, run_command
@@ -181,3 +183,37 @@ def test_a_space_key_given_replaces_that_key_and_a_whole_space_replaces_the_spac
     whole = load_config(None, ["sweep.space={epochs: {choices: [1]}}"], profile="cpu")
     assert set(whole.sweep.space) == {"epochs"}
     assert set(load_config(None, profile="smoke").sweep.space) == {"learning_rate"}
+
+
+def test_a_grid_sweep_runs_each_configuration_once_and_reuses_adopted_seeds(
+    study_dir: Path, capsys: pytest.CaptureFixture
+):
+    grid = ["--set", "sweep.sampler=grid", "--set", "sweep.pruner=none"]
+    grid += ["--set", "sweep.space={augment_examples: {choices: [0, 100]}}"]
+    sweep = ["--profile", "smoke", *grid, *[a for item in SMOKE[:3] for a in ("--set", item)]]
+    shown = ["--profile", "smoke", "--set", "data.augment_examples=100"]
+    for seed in ("0", "1"):  # the study of 100 pairs, trained beside the sweep
+        assert main(["train", "--seed", seed, *shown, "--set", "data.max_eval_examples=300"]) == 0
+    trained = {s: Path(f"runs/seed-{s}/metrics.json").read_text() for s in (0, 1)}
+    capsys.readouterr()
+
+    adopt = ["adopt", "runs/seed-0", "runs/seed-1", "--sweep", *shown, "--set", "seeds=[5]"]
+    assert main([*adopt, "--set", "data.max_eval_examples=300"]) == 0
+    assert "2 seeds kept: `seedvar sweep` reuses them" in capsys.readouterr().out  # its 0 and 1
+    assert main(["sweep", *sweep]) == 2  # 3 trials asked of a grid of 2
+    assert "n_trials 3 is more than the grid's 2 configurations; set it to 2" in (
+        capsys.readouterr().err
+    )
+    assert main(["sweep", *sweep, "--trials", "2"]) == 0
+    study = optuna.load_study(study_name="seedvar-sweep", storage=STORAGE)
+    assert [trial.state.name for trial in study.trials] == ["COMPLETE", "COMPLETE"]
+    assert sorted(trial.params["augment_examples"] for trial in study.trials) == [0, 100]
+    (shown_trial,) = [t for t in study.trials if t.params["augment_examples"] == 100]
+    folder = Path(shown_trial.user_attrs["output_dir"])
+    reused = {s: (folder / f"seed-{s}/metrics.json").read_text() for s in (0, 1)}
+    assert reused == trained  # not trained again
+
+
+def test_the_grid_sampler_needs_choices():
+    with pytest.raises(ConfigError, match="give learning_rate choices, not low/high"):
+        load_config(None, ["sweep.sampler=grid"], profile="smoke")

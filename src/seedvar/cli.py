@@ -135,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     carry.add_argument(
         "--prepared", type=Path, help="check their sets against this `seedvar prepare` folder"
     )
+    carry.add_argument(
+        "--sweep",
+        action="store_true",
+        help="keep them as the seeds of the sweep's trial of this configuration, which "
+        "`seedvar sweep` then reuses",
+    )
     return parser
 
 
@@ -296,18 +302,20 @@ def _sweep(args: argparse.Namespace) -> int:
 def _adopt(args: argparse.Namespace) -> int:
     config = _config(args)
     from seedvar.project import prepared_data, work_dir_of
-    from seedvar.scale.launch import lease
+    from seedvar.scale.launch import lease, task_config
     from seedvar.seeds.adopt import adopt_folder
 
+    if args.sweep:
+        from seedvar.sweep.search import trial_config
+
+        config = trial_config(task_config(config), {})
     data = prepared_data(args.prepared)
     with lease(work_dir_of(Path(config.output_dir)), config.study_hash(), "seedvar adopt"):
         for folder in args.folders:
             seed, kept = adopt_folder(config, folder, data)
             print(f"seed {seed} kept from {folder} in {kept}")
-    print(
-        f"{len(args.folders)} seeds kept: `seedvar launch` (what `dvc repro` runs) publishes "
-        "them without training them"
-    )
+    user = "`seedvar sweep` reuses" if args.sweep else "`seedvar launch` (`dvc repro`) publishes"
+    print(f"{len(args.folders)} seeds kept: {user} them without training them")
     return 0
 
 

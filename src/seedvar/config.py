@@ -10,6 +10,7 @@ import copy
 import difflib
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -138,6 +139,7 @@ class SweepConfig(Section):
     seeds_per_trial: StrictInt
     mode: Literal["accuracy", "accuracy_and_spread"]
     pruner: Literal["median", "none"]
+    sampler: Literal["tpe", "grid"] = "tpe"  # absent from configs recorded before the grid
     heartbeat_seconds: StrictInt = Field(gt=0)
     max_retries: StrictInt = Field(ge=0)
     space: dict[str, SearchRange]
@@ -155,6 +157,27 @@ class SweepConfig(Section):
         for key in space:
             setting_path(key)
         return space
+
+    @model_validator(mode="after")
+    def _a_grid(self) -> SweepConfig:
+        if self.sampler == "grid":
+            ranges = [key for key, spec in self.space.items() if spec.choices is None]
+            if ranges:
+                raise ValueError(
+                    f"the grid sampler runs every combination of choices; give {ranges[0]} "
+                    "choices, not low/high"
+                )
+            if self.n_trials > (size := self.grid_size):
+                raise ValueError(
+                    f"n_trials {self.n_trials} is more than the grid's {size} configurations; "
+                    f"set it to {size} (--trials {size})"
+                )
+        return self
+
+    @property
+    def grid_size(self) -> int:
+        """How many configurations the choices of the space combine into."""
+        return math.prod(len(spec.choices or ()) for spec in self.space.values())
 
 
 class RayConfig(Section):

@@ -64,7 +64,7 @@ def open_study(config: Config, storage: RDBStorage) -> optuna.Study:
         storage=storage,
         study_name=sweep.study_name,
         directions=["maximize", "minimize"] if multi else ["maximize"],
-        sampler=sampler(multi, seed=0),
+        sampler=sampler(sweep, seed=0),
         pruner=pruner or optuna.pruners.NopPruner(),
         load_if_exists=True,
     )
@@ -78,14 +78,26 @@ def open_study(config: Config, storage: RDBStorage) -> optuna.Study:
         warnings.simplefilter("ignore", ExperimentalWarning)
         study.set_metric_names([f"mean {primary_column(config.task)}", spread][: 2 if multi else 1])
     if study.trials:  # resumed: seeded anew, so as not to draw the first trials over again
-        study.sampler = sampler(multi, seed=len(study.trials))
+        study.sampler = sampler(sweep, seed=len(study.trials))
     return study
 
 
-def sampler(multi: bool, seed: int) -> optuna.samplers.BaseSampler:
-    """NSGA-II for two objectives, else TPE with the constant liar (trials at once not all drawn
-    at one spot)."""
-    if multi:
+class Grid(optuna.samplers.GridSampler):
+    """Optuna's grid, asked and told: the driver stops at n_trials (Optuna's own stop, after
+    the grid's last trial, works only inside `Study.optimize` and fails the tell)."""
+
+    def after_trial(self, *_: Any) -> None:
+        return None
+
+
+def sampler(sweep: SweepConfig, seed: int) -> optuna.samplers.BaseSampler:
+    """The grid sampler where asked (trial N takes combination N of the choices, in an order its
+    seed fixes: always 0, so that a resumed sweep keeps it), else NSGA-II for two objectives,
+    else TPE with the constant liar (trials at once not all drawn at one spot)."""
+    if sweep.sampler == "grid":
+        grid = {key: spec.choices or [] for key, spec in sweep.space.items()}
+        return Grid(grid, seed=0)
+    if sweep.mode == "accuracy_and_spread":
         return optuna.samplers.NSGAIISampler(seed=seed)
     with warnings.catch_warnings():  # constant_liar is "experimental" since Optuna 2.8
         warnings.simplefilter("ignore", ExperimentalWarning)
@@ -93,8 +105,8 @@ def sampler(multi: bool, seed: int) -> optuna.samplers.BaseSampler:
 
 
 def prepare_study(base: Config, storage: RDBStorage) -> optuna.Study:
-    """The sweep's study, the base configuration its first trial if new and inside the space;
-    ConfigError, before any work, unless every corner of the space is a valid config."""
+    """The sweep's study, the base configuration its first trial if new, inside the space and not
+    a grid; ConfigError, before any work, unless every corner of the space is a valid config."""
     for bound in ("low", "high"):
         corner = {
             key: spec.choices[0] if spec.choices is not None else getattr(spec, bound)
@@ -105,7 +117,9 @@ def prepare_study(base: Config, storage: RDBStorage) -> optuna.Study:
     study.set_user_attr("profile", base.profile)
     study.set_user_attr("mode", base.sweep.mode)
     study.set_user_attr("git_commit", provenance()["git.commit"])
-    if not study.trials and (default := default_params(base, base.sweep.space)) is not None:
+    if study.trials or base.sweep.sampler == "grid":  # a grid takes no trial out of turn
+        return study
+    if (default := default_params(base, base.sweep.space)) is not None:
         study.enqueue_trial(default, user_attrs={"default": True})
     return study
 
@@ -159,15 +173,16 @@ def _suggest(trial: optuna.Trial, key: str, spec: SearchRange) -> Any:
 
 
 def trial_config(base: Config, params: dict[str, Any]) -> Config:
-    """The base config with a trial's hyperparameters; its seeds in sweeps/<study>/<config hash>/
-    (outside the main study's runs/)."""
+    """The base config with a trial's hyperparameters and seeds (0 to seeds_per_trial - 1),
+    their folders in sweeps/<study>/<config hash>/ (outside the main study's runs/)."""
     raw = base.model_dump()
     for key, value in params.items():
         section, name = setting_path(key).split(".")
         raw[section][name] = value
     config = validate(raw, source=f"sweep trial {params}")
     folder = SWEEPS_DIR / base.sweep.study_name / config.hash()
-    return config.model_copy(update={"output_dir": str(folder)})
+    seeds = list(range(base.sweep.seeds_per_trial))
+    return config.model_copy(update={"output_dir": str(folder), "seeds": seeds})
 
 
 def default_params(base: Config, space: dict[str, SearchRange]) -> dict[str, Any] | None:
