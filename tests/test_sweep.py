@@ -205,6 +205,8 @@ def test_a_grid_sweep_runs_each_configuration_once_and_reuses_adopted_seeds(
         capsys.readouterr().err
     )
     assert main(["sweep", *sweep, "--trials", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" was found finished in ") == 2 and out.count(" finished in ") == 4
     study = optuna.load_study(study_name="seedvar-sweep", storage=STORAGE)
     assert [trial.state.name for trial in study.trials] == ["COMPLETE", "COMPLETE"]
     assert sorted(trial.params["augment_examples"] for trial in study.trials) == [0, 100]

@@ -256,10 +256,7 @@ def _drive(
             seed = result.key.seed
             if result.status.done:
                 report.finished.append(seed)
-                accuracy = (result.metrics or {}).get(column)
-                score = f", {column} {accuracy:.4f}" if accuracy is not None else ""
-                how = "was found finished" if result.status is tasks.Status.REUSED else "finished"
-                echo(f"seed {seed} {how} in {result.seconds:.0f} s{score}")
+                echo(finished_line(result, column))
                 continue
             report.failed[seed] = result
             echo(f"seed {seed} FAILED: {result.error}")
@@ -273,6 +270,14 @@ def _drive(
         if time.monotonic() - last_status >= STATUS_SECONDS and scheduler.running:
             last_status = time.monotonic()
             echo(_status(scheduler, report, total, last_status - started, first_steps))
+
+
+def finished_line(result: tasks.TaskResult, column: str) -> str:
+    """`seed 3 finished in 700 s, MNLI dev acc. 0.8412` (or `was found finished`)."""
+    accuracy = (result.metrics or {}).get(column)
+    score = f", {column} {accuracy:.4f}" if accuracy is not None else ""
+    how = "was found finished" if result.status is tasks.Status.REUSED else "finished"
+    return f"{result.key} {how} in {result.seconds:.0f} s{score}"
 
 
 def _status(

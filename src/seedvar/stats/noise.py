@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 RESAMPLES = 1000
 _CHUNK = 100  # resamples drawn at a time (memory: chunk x examples weights)
@@ -66,11 +65,20 @@ def confusion(gold: np.ndarray, predicted: np.ndarray, n_labels: int) -> np.ndar
 def _units(scored: Scored) -> tuple[np.ndarray, list[np.ndarray]]:
     """Each example's resampling unit (0..U-1), and the units of each stratum."""
     n = len(scored.gold)
-    raw = np.arange(n) if scored.clusters is None else scored.clusters
+    raw = (
+        np.arange(n)
+        if scored.clusters is None
+        else np.unique(scored.clusters, return_inverse=True)[1]
+    )
     strata = np.zeros(n, dtype=int) if scored.strata is None else scored.strata
-    unit, _ = pd.MultiIndex.from_arrays([strata, raw]).factorize()
-    stratum_of_unit = pd.Series(strata).groupby(unit).first()
-    return np.asarray(unit), list(stratum_of_unit.groupby(stratum_of_unit).indices.values())
+    _, stratum = np.unique(strata, return_inverse=True)
+    _, first, unit = np.unique(stratum * n + raw, return_index=True, return_inverse=True)
+    order = np.argsort(first)  # units numbered in order of appearance
+    numbered = np.empty_like(order)
+    numbered[order] = np.arange(len(order))
+    stratum_of_unit = stratum[first[order]]
+    groups = [np.flatnonzero(stratum_of_unit == s) for s in np.unique(stratum_of_unit)]
+    return numbered[unit], groups
 
 
 def _weights(groups: list[np.ndarray], n_units: int, size: int, rng) -> np.ndarray:

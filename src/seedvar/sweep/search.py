@@ -35,13 +35,14 @@ def rdb_storage(url: str, heartbeat_seconds: int | None, max_retries: int) -> RD
     elif url.startswith("postgresql"):
         engine = {"connect_args": {"connect_timeout": 5}}
     beats: dict[str, Any] = {}
-    if heartbeat_seconds is not None:
-        retry = RetryHeartbeatStaleTrialCallback(max_retries)
-        beats = {"heartbeat_interval": heartbeat_seconds, "grace_period": 2 * heartbeat_seconds}
-        beats["heartbeat_stale_trial_callback"] = retry
     try:
         with warnings.catch_warnings():  # heartbeats have been "experimental" since Optuna 2.9
             warnings.simplefilter("ignore", ExperimentalWarning)
+            if heartbeat_seconds is not None:
+                retry = RetryHeartbeatStaleTrialCallback(max_retries)
+                beats = {"heartbeat_interval": heartbeat_seconds}
+                beats |= {"grace_period": 2 * heartbeat_seconds}
+                beats["heartbeat_stale_trial_callback"] = retry
             return RDBStorage(url, engine_kwargs=engine, **beats)
     except Exception as error:  # SQLAlchemy raises many types for a bad or unreachable URL
         raise ConfigError(

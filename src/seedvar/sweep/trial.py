@@ -29,7 +29,14 @@ from seedvar.declared import headline_mean_column, primary_column
 from seedvar.errors import SeedvarError
 from seedvar.metrics import MAJORITY_SHARE, safe_key
 from seedvar.project import work_dir_of
-from seedvar.scale.launch import POLL_SECONDS, backend, lease, seed_task, task_config
+from seedvar.scale.launch import (
+    POLL_SECONDS,
+    backend,
+    finished_line,
+    lease,
+    seed_task,
+    task_config,
+)
 from seedvar.scale.scheduler import InProcess, Status, TaskKey, TaskResult
 from seedvar.seeds.finished import FinishedSeed
 from seedvar.sweep import search
@@ -230,6 +237,8 @@ class Driver:
         assert result.key.trial is not None  # a sweep's keys name their trial
         trial = self.active[result.key.trial]
         trial.results[result.key.seed] = result
+        if result.status.done:
+            self.echo(finished_line(result, primary_column(self.base.task)))
         if not result.status.done and trial.state is None:
             pruned = result.status is Status.PRUNED
             trial.state = TrialState.PRUNED if pruned else TrialState.FAIL
