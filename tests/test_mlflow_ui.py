@@ -70,7 +70,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Config, Pa
         for seed in SEEDS:
             name = tracking.seed_run_name(config, seed)
             tags = {tracking.ROLE_TAG: "seed"}
-            with tracking.open_run(config, name, tags, parent_run_id=parent) as run:
+            with tracking.ending(tracking.start_run(config, name, tags, parent)) as run:
                 run.log_raw_metrics({"mnli/matched_accuracy": 0.6 + seed / 100})
     yield config, folder
 

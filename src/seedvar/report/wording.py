@@ -255,12 +255,15 @@ def sweep_summary(
         return "No trial has completed yet."
     pruned = int((table["state"] == "PRUNED").sum())
     accuracy, spread, base_spread = (complete[name] for name in names)
+    each = [f"- {name}: {reason_text(v.reason)}." for name, v in decision.verdicts.items()]
+    each += [f"- {name}: ignored, the task not learned." for name in decision.ignored]
     return (
         f"{len(complete)} configurations completed ({pruned} pruned). {names[0]} ranged "
         f"{accuracy.min():.1%}-{accuracy.max():.1%}. {names[1]} ranged {spread.min():.2%}-"
         f"{spread.max():.2%} (median {spread.median():.2%}), against {names[2]} of "
         f"{base_spread.min():.2%}-{base_spread.max():.2%}. Verdict: "
-        f"{reason_text(decision.reason)}."
+        f"{reason_text(decision.reason)}. Each configuration, at alpha over their number:\n\n"
+        + "\n".join(each)
     )
 
 

@@ -141,9 +141,8 @@ def evaluate_saved(
     sets = load_study_sets(config)
     tokenized = tokenize_sets(sets.evaluation, tokenizer, config)
     model = load_trained(model_dir, evaluation_device(config))
-    with tracking.open_run(
-        config, run_name=f"evaluate {model_dir}", tags={"seedvar.model_dir": str(model_dir)}
-    ) as run:
+    tags = {"seedvar.model_dir": str(model_dir)}
+    with tracking.ending(tracking.start_run(config, f"evaluate {model_dir}", tags)) as run:
         precision = {"eval_precision": resolve_eval_precision(config)}
         run.log_params({"model_dir": str(model_dir), **precision, **tracking.provenance()})
         if force:  # predictions of an earlier evaluation would be read back, not redone

@@ -149,14 +149,10 @@ def _train_evaluate_track(
     if parent_run_id is None and resumable.run_id is None:
         parent_run_id = tracking.study_run_id(store, config)
     tags = {**_seed_tags(config), **(run_tags or {})}
-    with tracking.open_run(
-        config,
-        tracking.seed_run_name(config, config.train.seed),
-        tags={**tags, ATTEMPT_TAG: job.attempt_id},
-        parent_run_id=parent_run_id,
-        resume_run_id=resumable.run_id,
-        holds=job.holds,
-    ) as run:
+    name = tracking.seed_run_name(config, config.train.seed)
+    tags[ATTEMPT_TAG] = job.attempt_id
+    started = tracking.start_run(config, name, tags, parent_run_id, resumable.run_id)
+    with tracking.ending(started, holds=job.holds) as run:
         if resumable.run_id is None:
             job.begin(config, run.run_id)
             job.record_data(inputs.sets.fingerprints())

@@ -83,7 +83,8 @@ def decide(config: Config, study: optuna.Study) -> SweepVerdict | None:
         runs_dir, seeds = Path(trial.user_attrs[OUTPUT_DIR_ATTR]), trial.user_attrs[SEEDS_ATTR]
         table = pd.DataFrame([FinishedSeed(runs_dir, s).metrics() for s in seeds])
         evidence = from_predictions(config.model_copy(update={"seeds": seeds}), runs_dir, table)
-        name = f"trial {trial.number}"
+        drawn = ", ".join(f"{key}={value}" for key, value in trial.params.items())
+        name = f"trial {trial.number} ({drawn})"
         tables[name], noise[name], design = evidence.table, evidence.noise, evidence.design
         shares[name] = prediction_shares(config, table)
     if design is None:

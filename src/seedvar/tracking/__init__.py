@@ -256,18 +256,10 @@ def start_run(
 
 
 @contextmanager
-def open_run(
-    config: Config,
-    run_name: str,
-    tags: dict[str, str] | None = None,
-    parent_run_id: str | None = None,
-    resume_run_id: str | None = None,
-    holds: Callable[[], bool] = lambda: True,
-) -> Iterator[TrackedRun]:
-    """`start_run` as a context: the run ends FINISHED, or KILLED (interrupted, or stopped on
-    purpose), or FAILED; left as it is once `holds()` is false (another attempt took the work
-    and its run over)."""
-    run = start_run(config, run_name, tags, parent_run_id, resume_run_id)
+def ending(run: TrackedRun, holds: Callable[[], bool] = lambda: True) -> Iterator[TrackedRun]:
+    """`run` for the block, then ended FINISHED, or KILLED (interrupted, or stopped on purpose),
+    or FAILED; left as it is once `holds()` is false (another attempt took the work and its run
+    over)."""
     try:
         yield run
     except BaseException as error:
