@@ -11,8 +11,12 @@ counterpart (the AUC of the entailment score within the heuristic). Each finishe
 seeds table and verdict go to docs/results/inoculation/pilot/<candidate>/, and its row is
 written as soon as it lands, so a pilot can span sessions; measured candidates are skipped.
 
+The profile's sweep over the augmentation size (`seedvar sweep --profile inoculation`) is
+tabled the same way, a row per size, in docs/results/inoculation/sweep.csv.
+
 Usage:  python benchmarks/inoculation_pilot.py lexical-300 lexical-1000 [--seeds 0 1 2 3]
         python benchmarks/inoculation_pilot.py --markdown   (the table the results page shows)
+        python benchmarks/inoculation_pilot.py --sweep      (the sweep's rows and table)
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from seedvar.training.device import cpu_description
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "docs" / "results" / "inoculation"
 TABLE = RESULTS / "pilot.csv"
+SWEEP_TABLE = RESULTS / "sweep.csv"  # the sweep over the augmentation size, a row a size
 PROFILE = "inoculation"
 LEXICAL_ONLY = "task.augmentation.held_out={heuristic: [subsequence, constituent]}"
 CANDIDATES = {  # name -> its settings over the profile
@@ -68,19 +73,62 @@ def run_candidate(name: str, seeds: list[int], work: Path) -> dict[str, object]:
     started = time.monotonic()
     subprocess.run(["seedvar", "launch", *settings], cwd=folder, check=True)
     minutes = (time.monotonic() - started) / 60
-    subprocess.run(
-        ["seedvar", "aggregate", *settings, "--results", "results"], cwd=folder, check=True
-    )
-    published = RESULTS / "pilot" / name
+    pilot = RESULTS / "pilot" / name
+    return aggregated_row(name, CANDIDATES[name], settings, folder, folder, minutes, pilot)
+
+
+def sweep_rows(work: Path) -> list[dict[str, object]]:
+    """A row per completed trial of the profile's sweep over the augmentation size, its seeds
+    aggregated as a study of their own (at the study's alpha; the sweep's report divides it by
+    the number of configurations). Minutes: the trial's, seeds adopted into it not counted."""
+    import optuna
+
+    config = load_config(None, profile=PROFILE)
+    study = optuna.load_study(study_name=config.sweep.study_name, storage=config.sweep.storage)
+    rows = []
+    for trial in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
+        size = trial.params["augment_examples"]
+        name, chosen = f"lexical-{size}", [f"data.augment_examples={size}", LEXICAL_ONLY]
+        seeds, folder = trial.user_attrs["seeds"], trial.user_attrs["output_dir"]
+        settings = [
+            "--profile",
+            PROFILE,
+            "--set",
+            f"seeds={seeds}",
+            "--set",
+            f"output_dir={folder}",
+        ]
+        settings += [arg for setting in chosen for arg in ("--set", setting)]
+        assert trial.datetime_complete and trial.datetime_start  # a completed trial's
+        minutes = (trial.datetime_complete - trial.datetime_start).total_seconds() / 60
+        into = RESULTS / "sweep" / name
+        rows.append(aggregated_row(name, chosen, settings, REPO, work / name, minutes, into))
+    return rows
+
+
+def aggregated_row(
+    name: str,
+    chosen: list[str],
+    settings: list[str],
+    cwd: Path,
+    work: Path,
+    minutes: float,
+    published: Path,
+) -> dict[str, object]:
+    """`seedvar aggregate` with `settings`, run in `cwd`, into `work`/results; its seeds table
+    and verdict copied to `published`; the candidate's row (`chosen`: its own settings)."""
+    results = work.resolve() / "results"
+    seedvar = ["seedvar", "aggregate", *settings, "--results", str(results)]
+    subprocess.run(seedvar, cwd=cwd, check=True)
     published.mkdir(parents=True, exist_ok=True)
     for kept in ("seeds.csv", "verdict.json"):
-        shutil.copy(folder / "results" / kept, published / kept)
-    verdict = json.loads((folder / "results" / "verdict.json").read_text())
-    seeds_table = pd.read_csv(folder / "results" / "seeds.csv")
+        shutil.copy(results / kept, published / kept)
+    verdict = json.loads((results / "verdict.json").read_text())
+    seeds_table = pd.read_csv(results / "seeds.csv")
     columns = {row["column"]: row for row in verdict["columns"]}
     row: dict[str, object] = {
         "recipe": name,
-        "settings": "; ".join(CANDIDATES[name]),
+        "settings": "; ".join(chosen),
         "seeds": len(seeds_table),
         "minutes": round(minutes, 1),
         "outcome": verdict["outcome"],
@@ -88,7 +136,7 @@ def run_candidate(name: str, seeds: list[int], work: Path) -> dict[str, object]:
         "mnli_m_mean": columns["MNLI dev acc."]["mean"],
         "measure": verdict["design"].get("measure", "equal-variance"),
     }
-    for column, where in held(CANDIDATES[name]).items():
+    for column, where in held(chosen).items():
         free = columns[verdict["design"]["bias_free"][column]]
         row[f"{column}: held"] = where
         row[f"{column}: min"] = seeds_table[column].min()
@@ -143,10 +191,19 @@ def main() -> None:
     parser.add_argument("candidates", nargs="*", help=", ".join(CANDIDATES))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     parser.add_argument("--markdown", action="store_true", help="print the table and stop")
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="rows of the profile's sweep over the augmentation size (sweep.csv), then its table",
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/inoculation-pilot"))
     args = parser.parse_args()
     if args.markdown:
         print(markdown(pd.read_csv(TABLE)))
+        return
+    if args.sweep:
+        pd.DataFrame(sweep_rows(args.work / "sweep")).to_csv(SWEEP_TABLE, index=False)
+        print(markdown(pd.read_csv(SWEEP_TABLE)))
         return
     unknown = [name for name in args.candidates if name not in CANDIDATES]
     if unknown:
