@@ -151,6 +151,30 @@ def aggregated_row(
     return row
 
 
+def plot_sweep(rows: pd.DataFrame, path: Path) -> None:
+    """Each seed's AUC per HANS heuristic against the augmentation size, chance dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(HEURISTICS), figsize=(11, 3.4), sharey=True)
+    sizes = sorted(int(recipe.split("-")[1]) for recipe in rows["recipe"])
+    for axis, column in zip(axes, HEURISTICS, strict=True):
+        for place, size in enumerate(sizes):
+            seeds = pd.read_csv(path.parent / f"lexical-{size}" / "seeds.csv")
+            auc = 100 * seeds[f"{column} [AUC]"]
+            axis.scatter([place] * len(auc), auc, s=14, alpha=0.7, color="tab:blue")
+        held = rows[f"{column}: held"].iloc[0]
+        axis.axhline(50, color="grey", linestyle="--", linewidth=0.8)
+        axis.set(title=f"{column.split(' ')[0]} (held {held})", xlabel="lexical-overlap pairs")
+        axis.set_xticks(range(len(sizes)), [f"{size:,}" for size in sizes])
+    axes[0].set_ylabel("AUC of the entailment score (%)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
 def markdown(rows: pd.DataFrame) -> str:
     """The pilot as a Markdown table: per HANS heuristic (held in or out), the raw range, the
     raw seed-std lower bound and the counterpart's mean, observed std, noise and seed-std lower
@@ -203,6 +227,7 @@ def main() -> None:
         return
     if args.sweep:
         pd.DataFrame(sweep_rows(args.work / "sweep")).to_csv(SWEEP_TABLE, index=False)
+        plot_sweep(pd.read_csv(SWEEP_TABLE), RESULTS / "sweep" / "auc_by_size.png")
         print(markdown(pd.read_csv(SWEEP_TABLE)))
         return
     unknown = [name for name in args.candidates if name not in CANDIDATES]
