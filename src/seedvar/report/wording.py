@@ -72,7 +72,7 @@ def reason_text(reason: Reason) -> str:
                 f"reproduces: the seed-std lower bound of {bounds} exceeds the margin "
                 f"{_points(n['margin'])} points ({STD_RATIO:g} x {n['reference']}'s seed-std "
                 f"upper bound, at least {_points(STD_FLOOR)}) at family-wise alpha "
-                f"{n['alpha']}, and so does that of its {measure} ({free}): the seeds differ "
+                f"{n['alpha']:.3g}, and so does that of its {measure} ({free}): the seeds differ "
                 "in how they generalize, not only in how often they answer a label"
             )
         case "label bias" | "not separated":
@@ -192,7 +192,7 @@ def _sweep_text(reason: Reason) -> str:
     tally = ", ".join(f"{len(names)} {o}" for o, names in counts.items() if names)
     text = f"inconclusive: of {total} configurations that learned the task, {tally}"
     if counts["reproduces"]:
-        text += f" (reproducing at family-wise alpha {n['alpha']}: "
+        text += f" (reproducing at family-wise alpha {n['alpha']:.3g}: "
         text += f"{', '.join(counts['reproduces'])})"
     return f"{text} {chance}"
 
