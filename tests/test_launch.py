@@ -9,6 +9,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from seedvar.config import load_config
 from seedvar.progress import Progress
 from seedvar.scale import launch as launching
 from seedvar.scale.cluster import SeedResources
-from seedvar.scale.scheduler import Cause, InProcess, Scheduler, SeedTask, TaskKey
+from seedvar.scale.scheduler import Cause, InProcess, Scheduler, SeedTask, Status, TaskKey
 from seedvar.seeds import seed as seed_module
 from tests.conftest import seed_runs
 
@@ -57,8 +58,8 @@ def test_the_status_line_gives_the_time_so_far_and_an_estimate_of_the_time_left(
     scheduler = InProcess(study().ray, 1, print)
     for seed in (2, 3):
         scheduler.submit(SeedTask(TaskKey(seed), study(), ".", "."))
-    report = launching.LaunchReport(finished=[0, 1])
-    line = launching._status(scheduler, report, 4, elapsed=600.0, first_steps={})
+    ended = Counter({Status.FINISHED: 1, Status.REUSED: 1})
+    line = launching._status(scheduler, ended, 4, elapsed=600.0, first_steps={})
     assert "2/4 finished, 0 running, 2 waiting, 0 failed; 10 min so far" in line
     assert line.endswith("about 10 min left")  # half done in 10 minutes
 
@@ -75,15 +76,15 @@ class _Resumed:
 
 def test_the_estimate_counts_only_the_steps_trained_since_the_driver_began():
     scheduler, first_steps = _Resumed(), {}
-    report = launching.LaunchReport()
-    line = launching._status(scheduler, report, 2, elapsed=30.0, first_steps=first_steps)
+    ended: Counter[Status] = Counter()
+    line = launching._status(scheduler, ended, 2, elapsed=30.0, first_steps=first_steps)
     assert line.endswith("30 s so far")  # nothing trained here yet: no estimate
     scheduler.step = 1500  # a quarter of each seed in 10 minutes; another quarter to go
-    line = launching._status(scheduler, report, 2, elapsed=600.0, first_steps=first_steps)
+    line = launching._status(scheduler, ended, 2, elapsed=600.0, first_steps=first_steps)
     assert "seed 0 training 1500/2000" in line
     assert line.endswith("10 min so far, about 10 min left")
     scheduler.step, scheduler.phase = 2000, "evaluating"  # trained; no training left to time
-    line = launching._status(scheduler, report, 2, elapsed=1200.0, first_steps=first_steps)
+    line = launching._status(scheduler, ended, 2, elapsed=1200.0, first_steps=first_steps)
     assert "seed 0 evaluating;" in line
     assert line.endswith("20 min so far")
 

@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 from seedvar.cli import main
 from seedvar.config import load_config
 from seedvar.errors import ConfigError
+from seedvar.scale import launch as launching
 from seedvar.sweep.report import write_sweep_outputs
 from seedvar.sweep.trial import run_sweep
 from tests.conftest import QUICK, STUDY, run_command
@@ -189,7 +190,7 @@ def test_a_space_key_given_replaces_that_key_and_a_whole_space_replaces_the_spac
 
 
 def test_a_grid_sweep_runs_each_configuration_once_and_reuses_adopted_seeds(
-    study_dir: Path, capsys: pytest.CaptureFixture
+    study_dir: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ):
     grid = ["--set", "sweep.sampler=grid", "--set", "sweep.pruner=none"]
     grid += ["--set", "sweep.space={augment_examples: {choices: [0, 100]}}"]
@@ -207,9 +208,12 @@ def test_a_grid_sweep_runs_each_configuration_once_and_reuses_adopted_seeds(
     assert "n_trials 3 is more than the grid's 2 configurations; set it to 2" in (
         capsys.readouterr().err
     )
+    monkeypatch.setattr(launching, "STATUS_SECONDS", 0.0)  # a status line after every seed
     assert main(["sweep", *sweep, "--trials", "2"]) == 0
     out = capsys.readouterr().out
     assert out.count(" was found finished in ") == 2 and out.count(" finished in ") == 4
+    assert "] 1/4 finished, 0 running, 1 waiting, 0 failed; " in out  # counts trial 1's seeds
+    assert "] 2/4 finished, 0 running, 2 waiting, 0 failed; " in out  # trial 1 started
     study = optuna.load_study(study_name="seedvar-sweep", storage=STORAGE)
     assert [trial.state.name for trial in study.trials] == ["COMPLETE", "COMPLETE"]
     assert sorted(trial.params["augment_examples"] for trial in study.trials) == [0, 100]

@@ -8,9 +8,11 @@ import json
 import os
 import socket
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +27,7 @@ from seedvar.processes import end_recorded, started_at
 from seedvar.project import prepared_data, work_dir_of
 from seedvar.scale import scheduler as tasks
 from seedvar.scale.cluster import INSTALL, import_ray, ray_session, seed_resources, this_machine
-from seedvar.scale.scheduler import InProcess, TaskKey
+from seedvar.scale.scheduler import InProcess, Status, TaskKey, TaskResult
 from seedvar.seeds.adopt import adopt
 from seedvar.seeds.job import IfFinished, SeedJob
 
@@ -159,7 +161,7 @@ class LaunchReport:
 
     finished: list[int] = field(default_factory=list)  # trained (or completed) now
     already: list[int] = field(default_factory=list)  # finished before this launch
-    failed: dict[int, tasks.TaskResult] = field(default_factory=dict)
+    failed: dict[int, TaskResult] = field(default_factory=dict)
     not_run: list[int] = field(default_factory=list)  # stopped after a failure of the study
     retried: dict[int, list[tasks.Cause]] = field(default_factory=dict)
     seconds: float = 0.0
@@ -238,57 +240,75 @@ def launch(
                     TaskKey(seed), config.with_seed(seed), parent_run_id=study_run, **more
                 )
                 scheduler.submit(task)
-            _drive(scheduler, report, len(todo), primary_column(config.task), echo)
+            take = partial(_take, scheduler, report, echo)
+            drive(scheduler, take, lambda: len(todo), primary_column(config.task), echo)
             report.retried = {key.seed: why for key, why in scheduler.retried.items()}
     report.seconds = time.monotonic() - started
     return report
 
 
-def _drive(
-    scheduler: InProcess, report: LaunchReport, total: int, column: str, echo: Callable[[str], None]
+def _take(
+    scheduler: InProcess, report: LaunchReport, echo: Callable[[str], None], result: TaskResult
 ) -> None:
-    """Collect a result per seed (shown with its `column`); after a failure that would hit every
-    seed (bad data, bad config), cancel the seeds that have not started."""
+    """Count a seed's result in `report`; after a failure that would hit every seed (bad data,
+    bad config), cancel the seeds that have not started."""
+    seed = result.key.seed
+    if result.status.done:
+        report.finished.append(seed)
+        return
+    report.failed[seed] = result
+    echo(f"seed {seed} FAILED: {result.error}")
+    if result.detail:
+        echo(result.detail.rstrip())
+    if result.stops_launch and not report.not_run:
+        waiting = scheduler.cancel_waiting(list(scheduler.running))
+        report.not_run += [key.seed for key in waiting]
+        if waiting:
+            echo(f"stopping: {len(waiting)} seeds that had not started are not run")
+
+
+def drive(
+    scheduler: InProcess,
+    take: Callable[[TaskResult], None],
+    total: Callable[[], int],
+    column: str,
+    echo: Callable[[str], None],
+) -> None:
+    """Until no seed runs: show each seed's result as it comes back (a finished one with its
+    `column`) and hand it to `take`; every STATUS_SECONDS, a status line (`total`: the seeds to
+    run, those ended included)."""
     started = last_status = time.monotonic()
     first_steps: dict[tuple[TaskKey, int], int] = {}
+    ended: Counter[Status] = Counter()
     while scheduler.running:
         for result in scheduler.wait(POLL_SECONDS):
-            seed = result.key.seed
+            ended[result.status] += 1
             if result.status.done:
-                report.finished.append(seed)
                 echo(finished_line(result, column))
-                continue
-            report.failed[seed] = result
-            echo(f"seed {seed} FAILED: {result.error}")
-            if result.detail:
-                echo(result.detail.rstrip())
-            if result.stops_launch and not report.not_run:
-                waiting = scheduler.cancel_waiting(list(scheduler.running))
-                report.not_run += [key.seed for key in waiting]
-                if waiting:
-                    echo(f"stopping: {len(waiting)} seeds that had not started are not run")
+            take(result)
         if time.monotonic() - last_status >= STATUS_SECONDS and scheduler.running:
             last_status = time.monotonic()
-            echo(_status(scheduler, report, total, last_status - started, first_steps))
+            echo(_status(scheduler, ended, total(), last_status - started, first_steps))
 
 
-def finished_line(result: tasks.TaskResult, column: str) -> str:
+def finished_line(result: TaskResult, column: str) -> str:
     """`seed 3 finished in 700 s, MNLI dev acc. 0.8412` (or `was found finished`)."""
     accuracy = (result.metrics or {}).get(column)
     score = f", {column} {accuracy:.4f}" if accuracy is not None else ""
-    how = "was found finished" if result.status is tasks.Status.REUSED else "finished"
+    how = "was found finished" if result.status is Status.REUSED else "finished"
     return f"{result.key} {how} in {result.seconds:.0f} s{score}"
 
 
 def _status(
     scheduler: InProcess,
-    report: LaunchReport,
+    ended: Counter[Status],
     total: int,
     elapsed: float,
     first_steps: dict[tuple[TaskKey, int], int],
 ) -> str:
-    """One line: seeds done, running (with steps), waiting, the time so far and left; the pace
-    counts only steps trained since this driver began (`first_steps`: each submission's first)."""
+    """One line: seeds ended (`ended`: by how), running (with steps), waiting, the time so far and
+    left; the pace counts only steps trained since this driver began (`first_steps`: each
+    submission's first)."""
     activity = scheduler.activity()
     shown = []
     for key, found in sorted(activity.items(), key=lambda item: item[0].seed)[:4]:
@@ -297,7 +317,9 @@ def _status(
     more = f", +{len(activity) - 4} more" if len(activity) > 4 else ""
     running = f" ({'; '.join(shown)}{more})" if shown else ""
     waiting = len(scheduler.running) - len(activity)
-    done = len(report.finished) + len(report.failed)
+    done, finished = sum(ended.values()), ended[Status.FINISHED] + ended[Status.REUSED]
+    failed, stopped = ended[Status.FAILED] + ended[Status.SUPERSEDED], done - finished
+    stopped -= failed  # pruned, or their trial ended on another seed
     trained = {key: p for key, p in activity.items() if p.total}  # evaluating keeps its steps
     first = {key: first_steps.setdefault((key, p.submission), p.step) for key, p in trained.items()}
     # seeds' worth of work done here and still to do (training steps stand for it)
@@ -306,9 +328,10 @@ def _status(
     estimate = here >= 0.25 and to_do > 0  # none while the last seeds evaluate
     left = f", about {_duration(elapsed * to_do / here)} left" if estimate else ""
     return (
-        f"[{time.strftime('%H:%M:%S')}] {len(report.finished)}/{total} finished, "
-        f"{len(activity)} running{running}, {waiting} waiting, {len(report.failed)} failed; "
-        f"{_duration(elapsed)} so far{left}"
+        f"[{time.strftime('%H:%M:%S')}] {finished}/{total} finished, {len(activity)} running"
+        f"{running}, {waiting} waiting, {failed} failed"
+        + (f", {stopped} stopped" if stopped else "")
+        + f"; {_duration(elapsed)} so far{left}"
     )
 
 

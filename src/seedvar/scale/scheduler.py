@@ -215,13 +215,20 @@ class InProcess:
     def wait(self, timeout: float) -> list[TaskResult]:
         """Run the next seed to its end (here `timeout` does not apply)."""
         key = next(iter(self.running))
-        while (result := run_seed_task(self.running[key].task)).transient:
-            failed = self._again(key, Cause.TRANSIENT, f"attempt {result.attempt}: {result.error}")
-            if failed is not None:
-                result = failed
-                break
-        del self.running[key]
-        return [result]
+        return self._ended({key: self._checked(key, run_seed_task(self.running[key].task))})
+
+    def _checked(self, key: TaskKey, result: TaskResult) -> TaskResult | None:
+        """`result`, or None where it is a passing error and `key` has been submitted again."""
+        if result.transient:
+            return self._again(key, Cause.TRANSIENT, f"attempt {result.attempt}: {result.error}")
+        return result
+
+    def _ended(self, ended: dict[TaskKey, TaskResult | None]) -> list[TaskResult]:
+        """The results of the seeds that ended (None: submitted again), no longer running."""
+        results = [result for result in ended.values() if result is not None]
+        for result in results:
+            del self.running[result.key]
+        return results
 
     def _again(self, key: TaskKey, cause: Cause, why: str) -> TaskResult | None:
         """Submit `key` once more, unless it has used up its retries (then: failed)."""
@@ -288,10 +295,7 @@ class Scheduler(InProcess):
         ended = {refs[ref]: self._result(refs[ref], ref) for ref in ready}
         for key in set(self.running) - set(ended):
             ended[key] = self._stalled(key)
-        results = [result for result in ended.values() if result is not None]
-        for result in results:
-            self.running.pop(result.key)
-        return results
+        return self._ended(ended)
 
     def _result(self, key: TaskKey, ref: Any) -> TaskResult | None:
         try:
@@ -299,9 +303,7 @@ class Scheduler(InProcess):
         except self.ray.exceptions.RayError as error:  # lost more often than Ray retries
             why = f"its worker or node was lost ({type(error).__name__}: {first_line(error)})"
             return TaskResult(key, Status.FAILED, error=f"{why}; no retries left")
-        if result.transient:
-            return self._again(key, Cause.TRANSIENT, f"attempt {result.attempt}: {result.error}")
-        return result
+        return self._checked(key, result)
 
     def _stalled(self, key: TaskKey) -> TaskResult | None:
         """Cancel and submit again an attempt whose progress has stood still for too long."""

@@ -29,14 +29,7 @@ from seedvar.declared import headline_mean_column, primary_column
 from seedvar.errors import SeedvarError
 from seedvar.metrics import MAJORITY_SHARE, safe_key
 from seedvar.project import work_dir_of
-from seedvar.scale.launch import (
-    POLL_SECONDS,
-    backend,
-    finished_line,
-    lease,
-    seed_task,
-    task_config,
-)
+from seedvar.scale.launch import backend, drive, lease, seed_task, task_config
 from seedvar.scale.scheduler import InProcess, Status, TaskKey, TaskResult
 from seedvar.seeds.finished import FinishedSeed
 from seedvar.sweep import search
@@ -66,8 +59,8 @@ def run_sweep(base: Config, ray: bool = False, echo: Callable[[str], None] = pri
             echo(
                 f"sweep {sweep.study_name}: {sweep.n_trials} trials x {k} seeds, {at_once} at once"
             )
-            driver = Driver(base, study, storage, scheduler, echo)
-            driver.run(at_once)
+            driver = Driver(base, study, storage, scheduler, echo, at_once)
+            driver.run()
     if driver.failures:
         raise SweepFailed(
             f"the sweep stopped: {'; '.join(driver.failures)}; fix the cause and run the same "
@@ -150,12 +143,14 @@ class Driver:
     storage: RDBStorage
     scheduler: InProcess
     echo: Callable[[str], None]
+    at_once: int  # trials at once
     active: dict[int, TrialRun] = field(default_factory=dict)  # by number; seeds submitted
     waiting: list[TrialRun] = field(default_factory=list)  # the configuration of an active one
     failures: list[str] = field(default_factory=list)  # errors that would recur in every trial
     failed_trials: int = 0
+    submitted: int = 0  # seeds
 
-    def run(self, at_once: int) -> None:
+    def run(self) -> None:
         with warnings.catch_warnings():  # "experimental" since Optuna 2.9
             warnings.simplefilter("ignore", ExperimentalWarning)
             fail_stale_trials(self.study)
@@ -166,12 +161,9 @@ class Driver:
         stop = threading.Event()
         threading.Thread(target=self._beat, args=(stop,), daemon=True).start()
         try:
-            while True:
-                self._ask(at_once)
-                if not self.active and not self.waiting:
-                    return
-                for result in self.scheduler.wait(POLL_SECONDS):
-                    self._record(result)
+            self._ask()
+            column = primary_column(self.base.task)
+            drive(self.scheduler, self._record, self._seeds, column, self.echo)
         except KeyboardInterrupt:  # failed, and queued again: the next run takes them up first
             for trial in [*self.active.values(), *self.waiting]:
                 if trial.state is None:  # not pruned or failed already
@@ -192,12 +184,18 @@ class Driver:
     def _id(self, number: int) -> int:
         return search.trial_id(self.storage, self.study.study_name, number)
 
-    def _ask(self, at_once: int) -> None:
+    def _seeds(self) -> int:
+        """The seeds this driver runs: those submitted, and those of the trials still to start."""
+        done = len(self.study.get_trials(deepcopy=False, states=search.FINISHED))
+        to_start = max(0, self.base.sweep.n_trials - done - len(self.active))
+        return self.submitted + to_start * self.base.sweep.seeds_per_trial
+
+    def _ask(self) -> None:
         """Start trials while there is room and the sweep needs more."""
         while not self.failures and self.failed_trials < self.base.sweep.n_trials:
             started = len(self.active) + len(self.waiting)
             done = len(self.study.get_trials(deepcopy=False, states=search.FINISHED))
-            if started >= at_once or done + started >= self.base.sweep.n_trials:
+            if started >= self.at_once or done + started >= self.base.sweep.n_trials:
                 return
             with warnings.catch_warnings():  # its heartbeats are recorded here, not by optimize
                 warnings.filterwarnings("ignore", "Heartbeat of storage")
@@ -230,6 +228,7 @@ class Driver:
                 callbacks=partial(search.trial_callbacks, trial.config, trial.number, seed == 0),
             )
             self.scheduler.submit(task)
+            self.submitted += 1
 
     def _record(self, result: TaskResult) -> None:
         """A seed is back. One pruned or failed ends its trial in Optuna at once: its other seeds
@@ -237,8 +236,6 @@ class Driver:
         assert result.key.trial is not None  # a sweep's keys name their trial
         trial = self.active[result.key.trial]
         trial.results[result.key.seed] = result
-        if result.status.done:
-            self.echo(finished_line(result, primary_column(self.base.task)))
         if not result.status.done and trial.state is None:
             pruned = result.status is Status.PRUNED
             trial.state = TrialState.PRUNED if pruned else TrialState.FAIL
@@ -259,7 +256,8 @@ class Driver:
             self._close(trial)
 
     def _close(self, trial: TrialRun) -> None:
-        """All seeds are back: end the trial in Optuna (once) and in MLflow."""
+        """All seeds are back: end the trial in Optuna (once) and in MLflow; start what comes
+        next (a trial of the same configuration that waited for it, or a new one)."""
         del self.active[trial.number]
         assert trial.run is not None
         if trial.state is TrialState.PRUNED:
@@ -275,3 +273,4 @@ class Driver:
         for waiting in [t for t in self.waiting if t.config.hash() == trial.config.hash()]:
             self.waiting.remove(waiting)
             self._run(waiting)
+        self._ask()
