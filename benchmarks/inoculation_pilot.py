@@ -12,11 +12,12 @@ seeds table and verdict go to docs/results/inoculation/pilot/<candidate>/, and i
 written as soon as it lands, so a pilot can span sessions; measured candidates are skipped.
 
 The profile's sweep over the augmentation size (`seedvar sweep --profile inoculation`) is
-tabled the same way, a row per size, in docs/results/inoculation/sweep.csv.
+tabled the same way, a row per size, in docs/results/inoculation/sweep.csv (another sweep
+over it, named by `sweep.study_name`, in <study>.csv and <study>/).
 
 Usage:  python benchmarks/inoculation_pilot.py lexical-300 lexical-1000 [--seeds 0 1 2 3]
         python benchmarks/inoculation_pilot.py --markdown   (the table the results page shows)
-        python benchmarks/inoculation_pilot.py --sweep      (the sweep's rows and table)
+        python benchmarks/inoculation_pilot.py --sweep [STUDY]  (a sweep's rows and table)
 """
 
 from __future__ import annotations
@@ -77,13 +78,19 @@ def run_candidate(name: str, seeds: list[int], work: Path) -> dict[str, object]:
     return aggregated_row(name, CANDIDATES[name], settings, folder, folder, minutes, pilot)
 
 
-def sweep_rows(work: Path) -> list[dict[str, object]]:
-    """A row per completed trial of the profile's sweep over the augmentation size, its seeds
+def sweep_folder(study: str) -> Path:
+    """Where a sweep's rows are published: the profile's sweep in sweep/, another in <study>/."""
+    profiles = load_config(None, profile=PROFILE).sweep.study_name
+    return RESULTS / ("sweep" if study == profiles else study)
+
+
+def sweep_rows(study_name: str, work: Path) -> list[dict[str, object]]:
+    """A row per completed trial of the sweep `study_name` over the augmentation size, its seeds
     aggregated as a study of their own (at the study's alpha; the sweep's report divides it by
     the number of configurations). Minutes: the trial's, seeds adopted into it not counted."""
     import optuna
 
-    config = load_config(None, profile=PROFILE)
+    config = load_config(None, [f"sweep.study_name={study_name}"], profile=PROFILE)
     study = optuna.load_study(study_name=config.sweep.study_name, storage=config.sweep.storage)
     rows = []
     for trial in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
@@ -101,7 +108,7 @@ def sweep_rows(work: Path) -> list[dict[str, object]]:
         settings += [arg for setting in chosen for arg in ("--set", setting)]
         assert trial.datetime_complete and trial.datetime_start  # a completed trial's
         minutes = (trial.datetime_complete - trial.datetime_start).total_seconds() / 60
-        into = RESULTS / "sweep" / name
+        into = sweep_folder(study_name) / name
         rows.append(aggregated_row(name, chosen, settings, REPO, work / name, minutes, into))
     return rows
 
@@ -217,8 +224,11 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="print the table and stop")
     parser.add_argument(
         "--sweep",
-        action="store_true",
-        help="rows of the profile's sweep over the augmentation size (sweep.csv), then its table",
+        nargs="?",
+        const=load_config(None, profile=PROFILE).sweep.study_name,
+        metavar="STUDY",
+        help="rows of a sweep over the augmentation size (default: the profile's, in sweep.csv; "
+        "another in STUDY.csv), then its table",
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/inoculation-pilot"))
     args = parser.parse_args()
@@ -226,9 +236,11 @@ def main() -> None:
         print(markdown(pd.read_csv(TABLE)))
         return
     if args.sweep:
-        pd.DataFrame(sweep_rows(args.work / "sweep")).to_csv(SWEEP_TABLE, index=False)
-        plot_sweep(pd.read_csv(SWEEP_TABLE), RESULTS / "sweep" / "auc_by_size.png")
-        print(markdown(pd.read_csv(SWEEP_TABLE)))
+        folder = sweep_folder(args.sweep)
+        table = SWEEP_TABLE if folder.name == "sweep" else RESULTS / f"{args.sweep}.csv"
+        pd.DataFrame(sweep_rows(args.sweep, args.work / args.sweep)).to_csv(table, index=False)
+        plot_sweep(pd.read_csv(table), folder / "auc_by_size.png")
+        print(markdown(pd.read_csv(table)))
         return
     unknown = [name for name in args.candidates if name not in CANDIDATES]
     if unknown:
