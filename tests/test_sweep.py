@@ -14,10 +14,13 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from seedvar import tracking
 from seedvar.cli import main
 from seedvar.config import load_config
 from seedvar.errors import ConfigError
 from seedvar.scale import launch as launching
+from seedvar.seeds.seed import Every
+from seedvar.sweep.pruning import stop_with_trial
 from seedvar.sweep.report import write_sweep_outputs
 from seedvar.sweep.trial import run_sweep
 from tests.conftest import QUICK, STUDY, run_command
@@ -226,3 +229,23 @@ def test_a_grid_sweep_runs_each_configuration_once_and_reuses_adopted_seeds(
 def test_the_grid_sampler_needs_choices():
     with pytest.raises(ConfigError, match="give learning_rate choices, not low/high"):
         load_config(None, ["sweep.sampler=grid"], profile="smoke")
+
+
+def test_a_seed_stops_once_its_trial_was_pruned_or_failed_on_another_seed(tmp_path: Path):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/optuna.db")
+    study = optuna.create_study(storage=storage)
+    running, pruned, failed = study.ask(), study.ask(), study.ask()
+    study.tell(pruned, state=optuna.trial.TrialState.PRUNED)
+    study.tell(failed, state=optuna.trial.TrialState.FAIL)
+    stop_with_trial(storage, running._trial_id)()  # still running: the seed goes on
+    with pytest.raises(tracking.RunPruned, match="pruned on its first seed"):
+        stop_with_trial(storage, pruned._trial_id)()
+    with pytest.raises(tracking.RunStopped, match="failed on another seed") as stopped:
+        stop_with_trial(storage, failed._trial_id)()
+    assert not isinstance(stopped.value, tracking.RunPruned)
+
+    checks: list[float] = []
+    every = Every(lambda: checks.append(time.monotonic()), seconds=3600.0)
+    for _ in range(5):
+        every.on_train_batch_start()
+    assert len(checks) == 1  # the first batch's check, then none within the hour

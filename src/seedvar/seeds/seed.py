@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,17 +45,16 @@ class SeedResult:
     reused: bool = False
 
 
-class Fence(L.Callback):
-    """Stops training (Superseded) once another attempt has taken this attempt's seed over:
-    checked before a training batch, at most once every FENCE_SECONDS."""
+class Every(L.Callback):
+    """Runs `check` before a training batch, at most once every `seconds` (the first batch's
+    included): a check that raises stops the seed (the fence: `SeedJob.check_held`)."""
 
-    def __init__(self, job: SeedJob) -> None:
-        self.job = job
-        self.checked = 0.0
+    def __init__(self, check: Callable[[], None], seconds: float) -> None:
+        self.check, self.seconds, self.checked = check, seconds, -math.inf
 
     def on_train_batch_start(self, *args: object) -> None:
-        if time.monotonic() - self.checked >= FENCE_SECONDS:
-            self.job.check_held()
+        if time.monotonic() - self.checked >= self.seconds:
+            self.check()
             self.checked = time.monotonic()
 
 
@@ -188,7 +189,7 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
             config,
             inputs.tokenized,
             pad,
-            [Fence(job), resume, *trajectory, *work.callbacks],
+            [Every(job.check_held, FENCE_SECONDS), resume, *trajectory, *work.callbacks],
             logger=RunLogger(  # writes into the seed's run; ending it stays with us
                 tracking_uri=run.client.tracking_uri,
                 run_id=run.run_id,

@@ -1,9 +1,10 @@
-"""The Lightning callbacks that stop a sweep trial's seeds: the first reports validation accuracy
-and is pruned when the pruner says so; every seed stops once its trial ended on another."""
+"""What stops a sweep trial's seeds: the first reports validation accuracy and is pruned when the
+pruner says so (a Lightning callback); every seed stops once its trial ended on another (a
+check run every few seconds)."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 
 import lightning as L
 import optuna
@@ -30,20 +31,15 @@ class PruneOnValidation(L.Callback):
             raise tracking.RunPruned(f"pruned after epoch {epoch}")
 
 
-class StopWithTrial(L.Callback):
-    """Stops a seed once its trial was pruned (RunPruned) or failed (RunStopped) on another seed,
-    as the storage says before a batch, read at most every `every_seconds`."""
+def stop_with_trial(storage: BaseStorage, trial_id: int) -> Callable[[], None]:
+    """A check (`seeds.seed.Every`'s) that stops a seed once its trial was pruned (RunPruned) or
+    failed (RunStopped) on another seed, as the storage says."""
 
-    def __init__(self, storage: BaseStorage, trial_id: int, every_seconds: float = 2.0) -> None:
-        self.storage, self.trial_id, self.every_seconds = storage, trial_id, every_seconds
-        self.checked = time.monotonic()
-
-    def on_train_batch_start(self, *args: object) -> None:
-        if time.monotonic() - self.checked < self.every_seconds:
-            return
-        self.checked = time.monotonic()
-        state = self.storage.get_trial(self.trial_id).state
+    def check() -> None:
+        state = storage.get_trial(trial_id).state
         if state == TrialState.PRUNED:
             raise tracking.RunPruned("the trial was pruned on its first seed's validation accuracy")
         if state == TrialState.FAIL:
             raise tracking.RunStopped("the trial failed on another seed")
+
+    return check

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the driver never trains: no Lightning there
 
 SWEEPS_DIR = Path("sweeps")
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+STOP_CHECK_SECONDS = 2.0  # how often a trial's seed reads whether its trial has ended
 
 
 def rdb_storage(url: str, heartbeat_seconds: int | None, max_retries: int) -> RDBStorage:
@@ -135,11 +136,12 @@ def trial_callbacks(config: Config, number: int, reports: bool) -> list[L.Callba
     """A seed's callbacks in trial `number`: stop when the trial ends on another seed; if
     `reports` (the first seed), report validation accuracy for pruning."""
     from seedvar.metrics import validation_key
-    from seedvar.sweep.pruning import PruneOnValidation, StopWithTrial
+    from seedvar.seeds.seed import Every
+    from seedvar.sweep.pruning import PruneOnValidation, stop_with_trial
 
     storage = rdb_storage(config.sweep.storage, None, 0)
     trial = trial_id(storage, config.sweep.study_name, number)
-    callbacks: list[L.Callback] = [StopWithTrial(storage, trial)]
+    callbacks: list[L.Callback] = [Every(stop_with_trial(storage, trial), STOP_CHECK_SECONDS)]
     if reports and prunes(config.sweep):
         handle = optuna.trial.Trial(open_study(config, storage), trial)
         callbacks.append(PruneOnValidation(handle, validation_key(config.task.validation)))
