@@ -309,12 +309,8 @@ def study_run_id(store: Store, config: Config) -> str:
         f"The {config.profile} study {config.study_hash()}: {len(config.seeds)} seeds of "
         f"{config.model.name}; its children are the seeds, its artifacts results/ and report/."
     )
-    run = store.client.create_run(
-        store.experiment_id,
-        run_name=f"study {study_label(config)}",
-        tags={**context_tags(config), ROLE_TAG: "study", DESCRIPTION_TAG: description},
-    )
-    study = TrackedRun(store.client, run.info.run_id)
+    tags = {ROLE_TAG: "study", DESCRIPTION_TAG: description}
+    study = start_run(config, f"study {study_label(config)}", tags)
     study.log_params({**config.recipe(per_seed=False), "seeds": config.seeds})
     study.end(FINISHED)
     return study.run_id
