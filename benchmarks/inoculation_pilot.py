@@ -33,6 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from seedvar.config import load_config
+from seedvar.stats.bounds import ALPHA
 from seedvar.training.device import cpu_description
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,6 +52,9 @@ CANDIDATES = {  # name -> its settings over the profile
         "task.augmentation.held_out={heuristic: [constituent]}",
     ],
 }
+# the sweep's levels: alpha / 3, each of its three sizes; alpha / 6, also for a second look at a
+# size whose seeds were added after its first verdict
+SPLITS = (3, 6)
 HEURISTICS = {"Lexical (nonent)": "lexical_overlap", "Subseq (nonent)": "subsequence"}
 HEURISTICS |= {"Constituent (nonent)": "constituent"}
 
@@ -109,8 +113,31 @@ def sweep_rows(study_name: str, work: Path) -> list[dict[str, object]]:
         assert trial.datetime_complete and trial.datetime_start  # a completed trial's
         minutes = (trial.datetime_complete - trial.datetime_start).total_seconds() / 60
         into = sweep_folder(study_name) / name
-        rows.append(aggregated_row(name, chosen, settings, REPO, work / name, minutes, into))
+        row = aggregated_row(name, chosen, settings, REPO, work / name, minutes, into)
+        overrides = [setting for setting in settings[2:] if setting != "--set"]
+        for split in SPLITS:
+            outcome, reason = verdict_at(overrides, ALPHA / split)
+            row[f"outcome at alpha/{split}"], row[f"reason at alpha/{split}"] = outcome, reason
+        rows.append(row)
     return rows
+
+
+def verdict_at(overrides: list[str], alpha: float) -> tuple[str, str]:
+    """The verdict on a size's seeds at `alpha` (see SPLITS), from their predictions; and its
+    reason."""
+    from seedvar.report.wording import reason_text
+    from seedvar.results.aggregate import prediction_shares
+    from seedvar.results.evidence import from_predictions
+    from seedvar.seeds.finished import FinishedSeed
+    from seedvar.stats.verdict import verdict
+
+    config = load_config(None, overrides, profile=PROFILE)
+    runs = Path(config.output_dir)
+    table = pd.DataFrame([FinishedSeed(runs, seed).metrics() for seed in config.seeds])
+    found = from_predictions(config, runs, table)
+    shares = prediction_shares(config, table)
+    decided = verdict(found.table, found.noise, found.design, shares, alpha)
+    return decided.outcome, reason_text(decided.reason)
 
 
 def aggregated_row(
