@@ -322,8 +322,10 @@ def _status(
     stopped -= failed  # pruned, or their trial ended on another seed
     trained = {key: p for key, p in activity.items() if p.total}  # evaluating keeps its steps
     first = {key: first_steps.setdefault((key, p.submission), p.step) for key, p in trained.items()}
-    # seeds' worth of work done here and still to do (training steps stand for it)
-    here = done + sum((p.step - first[key]) / p.total for key, p in trained.items())
+    # seeds' worth of work done here and still to do (training steps stand for it); a seed
+    # found finished took none
+    here: float = done - ended[Status.REUSED]
+    here += sum((p.step - first[key]) / p.total for key, p in trained.items())
     to_do = total - done - sum(p.step / p.total for p in trained.values())
     estimate = here >= 0.25 and to_do > 0  # none while the last seeds evaluate
     left = f", about {_duration(elapsed * to_do / here)} left" if estimate else ""
