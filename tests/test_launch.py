@@ -116,24 +116,34 @@ def _stuck(task: SeedTask) -> None:
 
 
 @pytest.mark.slow
-def test_a_seed_whose_batches_stand_still_is_stalled_though_its_threads_run(tmp_path: Path):
+def test_stalled_seeds_are_cancelled_one_at_a_time_though_their_threads_run(tmp_path: Path):
     ray = pytest.importorskip("ray", reason="pip install -e '.[ray]'")
-    ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="ERROR")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
     try:
         config = study("ray.stall_seconds=2")
         said: list[str] = []
         scheduler = Scheduler(ray, config.ray, SeedResources(1, 0), said.append)
         scheduler.remote = ray.remote(_stuck)
-        scheduler.submit(SeedTask(TaskKey(0), config, str(tmp_path), str(tmp_path)))
-        work = tmp_path / "seed-0.partial.attempt"  # its progress: one batch, then nothing
-        work.mkdir()
-        progress = Progress("attempt", 1, "training", step=1, total=100, batches=1)
-        (work / "progress.json").write_text(json.dumps(asdict(progress)))
-        deadline = time.monotonic() + 60
-        while not scheduler.retried:
-            assert not scheduler.wait(0.5) and time.monotonic() < deadline
+        for seed in (0, 1):  # each reports one batch, then nothing: seed 1 stops after seed 0
+            scheduler.submit(SeedTask(TaskKey(seed), config, str(tmp_path), str(tmp_path)))
+            work = tmp_path / f"seed-{seed}.partial.attempt{seed}"
+            work.mkdir()
+            progress = Progress(f"attempt{seed}", 1, "training", step=1, total=100, batches=1)
+            (work / "progress.json").write_text(json.dumps(asdict(progress)))
+            assert not scheduler.wait(0.5)  # seen
+        time.sleep(3)  # both stood still past ray.stall_seconds
+        assert not scheduler.wait(0.5)
+        # the longest stuck only: it may have held the other up (a lock); the other's clock
+        # starts again
         assert scheduler.retried == {TaskKey(0): [Cause.STALLED]}
-        assert "has not finished a batch for" in said[0] and "cancelled" in said[0]
+        assert said[0].startswith("seed 0: attempt attempt0 has not finished a batch for")
+        assert "cancelled" in said[0]
+        first = time.monotonic()
+        deadline = first + 60
+        while TaskKey(1) not in scheduler.retried:
+            assert not scheduler.wait(0.5) and time.monotonic() < deadline
+        assert time.monotonic() - first >= 2  # a whole ray.stall_seconds later
+        assert scheduler.retried == {key: [Cause.STALLED] for key in (TaskKey(0), TaskKey(1))}
         scheduler.cancel_all()
     finally:
         ray.shutdown()

@@ -1,8 +1,9 @@
 """Seed tasks (an attempt at a seed, every ending returned as a TaskResult) and the schedulers that
 see each seed to one end: `InProcess` in the driver, `Scheduler` on Ray. A seed runs again (and
 resumes) at most `ray.max_retries` times: lost (Ray reruns it), stalled (no batch in its progress
-for `ray.stall_seconds`: cancelled; should it wake, it finds its work taken over) or failed with a
-passing error (a store still locked after the write's own retries)."""
+for `ray.stall_seconds`: the longest stuck is cancelled, the others' clocks restarted, as it may
+hold them up; should it wake, it finds its work taken over) or failed with a passing error (a
+store still locked after the write's own retries)."""
 
 from __future__ import annotations
 
@@ -293,8 +294,13 @@ class Scheduler(InProcess):
         first, _ = self.ray.wait(list(refs), num_returns=1, timeout=timeout)
         ready = self.ray.wait(list(refs), num_returns=len(refs), timeout=0)[0] if first else []
         ended = {refs[ref]: self._result(refs[ref], ref) for ref in ready}
-        for key in set(self.running) - set(ended):
-            ended[key] = self._stalled(key)
+        still = {key: self._still(key) for key in set(self.running) - set(ended)}
+        over = {key: s for key, s in still.items() if s > self.settings.stall_seconds}
+        if over:  # the longest stuck; cancelling it may free the others (a lock it held)
+            stuck = max(over, key=over.__getitem__)
+            for key in still.keys() - {stuck}:
+                self.running[key].since = time.monotonic()
+            ended[stuck] = self._cancel(stuck, over[stuck])
         return self._ended(ended)
 
     def _result(self, key: TaskKey, ref: Any) -> TaskResult | None:
@@ -305,24 +311,27 @@ class Scheduler(InProcess):
             return TaskResult(key, Status.FAILED, error=f"{why}; no retries left")
         return self._checked(key, result)
 
-    def _stalled(self, key: TaskKey) -> TaskResult | None:
-        """Cancel and submit again an attempt whose progress has stood still for too long."""
+    def _still(self, key: TaskKey) -> float:
+        """Seconds the attempt at `key` has stood still while training or evaluating (0: it
+        moved since the last look, or is loading, or has reported nothing yet)."""
         submission, now = self.running[key], time.monotonic()
         pattern = f"seed-{key.seed}.partial.*/{PROGRESS}"  # its current submission's progress
         found = [progress.read(path) for path in Path(submission.task.store).glob(pattern)]
         current = [p for p in found if p and p.submission == submission.task.submission]
         if not (latest := max(current, key=lambda p: p.batches, default=None)):
-            return None
+            return 0.0
         if submission.seen != (latest.attempt, latest.batches):
             submission.seen, submission.since = (latest.attempt, latest.batches), now
             submission.progress = latest
-            return None
-        still = now - submission.since
-        if latest.phase == "loading" or still <= self.settings.stall_seconds:
-            return None
+        return 0.0 if latest.phase == "loading" else now - submission.since
+
+    def _cancel(self, key: TaskKey, still: float) -> TaskResult | None:
+        """Cancel and submit again an attempt whose progress has stood still for too long."""
+        submission = self.running[key]
         self.ray.cancel(submission.ref, force=True)
+        assert submission.progress is not None  # it has been seen
         why = (
-            f"attempt {latest.attempt} has not finished a batch for {still:.0f} s while "
-            f"{latest.phase} (frozen or hung); cancelled"
+            f"attempt {submission.progress.attempt} has not finished a batch for {still:.0f} s "
+            f"while {submission.progress.phase} (frozen or hung); cancelled"
         )
         return self._again(key, Cause.STALLED, why)
