@@ -132,13 +132,13 @@ def test_stalled_seeds_are_cancelled_one_at_a_time_though_their_threads_run(tmp_
             (work / "progress.json").write_text(json.dumps(asdict(progress)))
             assert not scheduler.wait(0.5)  # seen
         time.sleep(3)  # both stood still past ray.stall_seconds
+        first = time.monotonic()  # before the other's clock restarts
         assert not scheduler.wait(0.5)
         # the longest stuck only: it may have held the other up (a lock); the other's clock
         # starts again
         assert scheduler.retried == {TaskKey(0): [Cause.STALLED]}
         assert said[0].startswith("seed 0: attempt attempt0 has not finished a batch for")
         assert "cancelled" in said[0]
-        first = time.monotonic()
         deadline = first + 60
         while TaskKey(1) not in scheduler.retried:
             assert not scheduler.wait(0.5) and time.monotonic() < deadline

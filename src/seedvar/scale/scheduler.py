@@ -298,9 +298,9 @@ class Scheduler(InProcess):
         over = {key: s for key, s in still.items() if s > self.settings.stall_seconds}
         if over:  # the longest stuck; cancelling it may free the others (a lock it held)
             stuck = max(over, key=over.__getitem__)
+            ended[stuck] = self._cancel(stuck, over[stuck])
             for key in still.keys() - {stuck}:
                 self.running[key].since = time.monotonic()
-            ended[stuck] = self._cancel(stuck, over[stuck])
         return self._ended(ended)
 
     def _result(self, key: TaskKey, ref: Any) -> TaskResult | None:
