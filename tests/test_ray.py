@@ -266,7 +266,8 @@ def test_a_frozen_task_is_replaced_and_the_late_one_does_no_harm(
 ):
     seeds = [0, 1]  # a free node for the replacement
     report = study_dir / "launch.json"
-    settings = on(cluster, f"seeds={seeds}", "ray.stall_seconds=10")
+    # 30 s: on two loaded cores the seed beside the frozen one has gone 10 s without a batch
+    settings = on(cluster, f"seeds={seeds}", "ray.stall_seconds=30")
     launch, folder = launch_until_checkpointed(spawn, settings, report)
     frozen = attempt_of(folder)
     os.kill(frozen["pid"], signal.SIGSTOP)  # Ray does not notice: the process is still there

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,15 @@ from seedvar.interrupts import catch_interrupts, stop_with_starters
 from seedvar.preflight import preflight, require_tracked
 
 DEFAULT_PARAMS = Path("params.yaml")
+Command = Callable[[argparse.Namespace], int]
 
 
-def _path_option(parser: argparse.ArgumentParser, flag: str, default: str, what: str) -> None:
-    parser.add_argument(flag, type=Path, default=Path(default), help=f"{what} (default: {default})")
+def _path_option(
+    parser: argparse.ArgumentParser, flag: str, what: str, default: str | None = None
+) -> None:
+    """A path option; without `default`, None unless given."""
+    shown = f"{what} (default: {default})" if default else what
+    parser.add_argument(flag, type=Path, default=Path(default) if default else None, help=shown)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,10 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"seedvar {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, summary: str) -> argparse.ArgumentParser:
-        """A subcommand, with the options that choose its configuration."""
+    def command(name: str, run: Command, summary: str) -> argparse.ArgumentParser:
+        """A subcommand run by `run`, with the options that choose its configuration."""
         sub = commands.add_parser(name, help=summary, description=summary)
-        _path_option(sub, "--params", str(DEFAULT_PARAMS), "params file (without one: defaults)")
+        sub.set_defaults(run=run)
+        _path_option(sub, "--params", "params file (without one: defaults)", str(DEFAULT_PARAMS))
         sub.add_argument(
             "--profile",
             help=f"settings bundle ({', '.join(profile_names())}); overrides `profile` in the "
@@ -52,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
         return sub
 
-    show = command("config", "print the resolved configuration a command would run with (YAML)")
+    show = command(
+        "config", _show_config, "print the resolved configuration a command would run with (YAML)"
+    )
     show.add_argument(
         "--no-params",
         action="store_true",
@@ -62,10 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--get", metavar="KEY", help="print only this setting, as JSON (e.g. seeds, train.epochs)"
     )
 
-    prepare = command("prepare", "load and tokenize a study's sets once")
-    _path_option(prepare, "--output", "prepared", "where the prepared sets go")
+    prepare = command("prepare", _prepare, "load and tokenize a study's sets once")
+    _path_option(prepare, "--output", "where the prepared sets go", "prepared")
 
-    train = command("train", "fine-tune and evaluate one seed")
+    train = command("train", _train, "fine-tune and evaluate one seed")
     train.add_argument("--seed", type=int, help="the seed (sets train.seed)")
     finished = train.add_mutually_exclusive_group()
     finished.add_argument("--force", action="store_true", help="retrain a finished seed")
@@ -74,36 +83,36 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep a seed already finished with this recipe; retrain one of another recipe",
     )
-    train.add_argument(
-        "--prepared", type=Path, help="read the sets from this `seedvar prepare` folder"
-    )
+    _path_option(train, "--prepared", "read the sets from this `seedvar prepare` folder")
 
-    evaluate = command("evaluate", "evaluate saved weights on the study's evaluation sets")
-    evaluate.add_argument("model_dir", type=Path, help="a model folder written by seedvar train")
-    evaluate.add_argument(
-        "--output",
-        type=Path,
-        help="where predictions and metrics go (default: MODEL_DIR/../evaluation)",
+    evaluate = command(
+        "evaluate", _evaluate, "evaluate saved weights on the study's evaluation sets"
     )
+    evaluate.add_argument("model_dir", type=Path, help="a model folder written by seedvar train")
+    where = "where predictions and metrics go (default: MODEL_DIR/../evaluation)"
+    _path_option(evaluate, "--output", where)
     evaluate.add_argument("--force", action="store_true", help="overwrite an earlier evaluation")
 
-    aggregate = command("aggregate", "gather the study's seeds into tables and statistics")
-    _path_option(aggregate, "--results", "results", "where the aggregated results go")
+    aggregate = command(
+        "aggregate", _aggregate, "gather the study's seeds into tables and statistics"
+    )
+    _path_option(aggregate, "--results", "where the aggregated results go", "results")
 
     decide = command(
         "verdict",
+        _verdict,
         "the verdict on a per-run table of accuracies alone (a published one, or a study "
         "whose predictions are gone): binomial noise, bias-free columns from per-label columns",
     )
     decide.add_argument("table", type=Path, help="a CSV, one row per run, the study's columns")
-    decide.add_argument("--json", type=Path, help="also write the verdict to this JSON file")
+    _path_option(decide, "--json", "also write the verdict to this JSON file")
 
-    report = command("report", "plots and report.html from the aggregated results")
-    _path_option(report, "--results", "results", "the folder of aggregated results")
-    _path_option(report, "--output", "report", "where the plots and the report go")
+    report = command("report", _report, "plots and report.html from the aggregated results")
+    _path_option(report, "--results", "the folder of aggregated results", "results")
+    _path_option(report, "--output", "where the plots and the report go", "report")
 
-    sweep = command("sweep", "Optuna study: k seeds per configuration")
-    _path_option(sweep, "--output", "results/sweep", "where trials.csv, plots and report.md go")
+    sweep = command("sweep", _sweep, "Optuna study: k seeds per configuration")
+    _path_option(sweep, "--output", "where trials.csv, plots and report.md go", "results/sweep")
     sweep.add_argument("--trials", type=int, help="sets sweep.n_trials")
     sweep.add_argument(
         "--ray",
@@ -113,28 +122,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     launch = command(
         "launch",
+        _launch,
         "train every unfinished seed of the study, as many at once as the machine (or the Ray "
         "cluster at ray.address) holds, and publish them all into output_dir: what `dvc repro` "
         "runs",
     )
-    launch.add_argument(
-        "--prepared", type=Path, help="read the sets from this `seedvar prepare` folder"
-    )
-    launch.add_argument(
-        "--report",
-        type=Path,
-        help="also write what the launch did, seed by seed, to this JSON file",
+    _path_option(launch, "--prepared", "read the sets from this `seedvar prepare` folder")
+    _path_option(
+        launch, "--report", "also write what the launch did, seed by seed, to this JSON file"
     )
 
     carry = command(
         "adopt",
+        _adopt,
         "keep finished seeds made on another machine (folders as runs/seed-N, weights optional) "
         "as this study's, so that `seedvar launch` and `dvc repro` publish them, not train them",
     )
     carry.add_argument("folders", type=Path, nargs="+", help="finished seeds' folders")
-    carry.add_argument(
-        "--prepared", type=Path, help="check their sets against this `seedvar prepare` folder"
-    )
+    _path_option(carry, "--prepared", "check their sets against this `seedvar prepare` folder")
     carry.add_argument(
         "--sweep",
         action="store_true",
@@ -161,21 +166,18 @@ def _print_summary(config: Config, metrics: dict[str, float]) -> None:
 def _show_config(args: argparse.Namespace) -> int:
     config = load_config(None, args.overrides, args.profile) if args.no_params else _config(args)
     if args.get is not None:  # one setting, for scripts (the Makefile's seeds)
-        print(json.dumps(setting(config.model_dump(mode="json"), args.get), separators=(",", ":")))
+        value: Any = config.model_dump(mode="json")
+        for part in args.get.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise ConfigError(
+                    f"--get {args.get}: no such setting; `seedvar config` lists them all"
+                )
+            value = value[part]
+        print(json.dumps(value, separators=(",", ":")))
         return 0
     check_headers(config)  # a declared column the local files lack: here, not after a load
     print(yaml.safe_dump(config.model_dump(), sort_keys=False), end="")
     return 0
-
-
-def setting(tree: dict[str, Any], key: str) -> Any:
-    """The value at a dotted key of the resolved settings; ConfigError naming a missing key."""
-    value: Any = tree
-    for part in key.split("."):
-        if not isinstance(value, dict) or part not in value:
-            raise ConfigError(f"--get {key}: no such setting; `seedvar config` lists them all")
-        value = value[part]
-    return value
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -274,8 +276,7 @@ def _report(args: argparse.Namespace) -> int:
         f"logged on MLflow study run {run_id}"
     )
     print(f"MLflow runs table: {runs_table_url(config)}")
-    command = ui_command(config)
-    if command:
+    if command := ui_command(config):
         print(f"  (start the UI first: {command})")
     return 0
 
@@ -319,8 +320,7 @@ def _adopt(args: argparse.Namespace) -> int:
     return 0
 
 
-def _echo(line: str) -> None:
-    print(line, flush=True)
+_echo = partial(print, flush=True)
 
 
 def _launch(args: argparse.Namespace) -> int:
@@ -378,26 +378,12 @@ def user_command() -> str:
     return " ".join(["seedvar", *sys.argv[1:]]) if sys.argv[1:2] == ["launch"] else "seedvar launch"
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "config": _show_config,
-    "prepare": _prepare,
-    "train": _train,
-    "evaluate": _evaluate,
-    "aggregate": _aggregate,
-    "report": _report,
-    "sweep": _sweep,
-    "launch": _launch,
-    "verdict": _verdict,
-    "adopt": _adopt,
-}
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `seedvar` console script: a user's mistake is one line, exit 2."""
     args = build_parser().parse_args(argv)
     catch_interrupts()
     try:
-        return COMMANDS[args.command](args)
+        return args.run(args)
     except SeedvarError as error:
         print(f"seedvar: error: {error}", file=sys.stderr)
         return 2

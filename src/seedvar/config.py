@@ -7,7 +7,6 @@ on; the classes here say only what each setting may be.
 from __future__ import annotations
 
 import copy
-import difflib
 import hashlib
 import json
 import math
@@ -28,7 +27,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import JsonDict
 
-from seedvar.declared import Diagnostic, Reference, Section, Task, declaration_problems
+from seedvar.declared import Diagnostic, Reference, Section, Task, close_match, declaration_problems
 from seedvar.errors import ConfigError
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
@@ -117,13 +116,11 @@ class SearchRange(Section):
     high: int | float | None = None
     log: bool = False
     step: int | float | None = None
-    choices: list[Any] | None = None
+    choices: list[Any] | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
     def _range_or_choices(self) -> SearchRange:
         if self.choices is not None:
-            if not self.choices:
-                raise ValueError("choices is empty; list at least one value")
             return self
         if self.low is None or self.high is None or self.low > self.high:
             raise ValueError("give either choices, or low <= high")
@@ -167,17 +164,13 @@ class SweepConfig(Section):
                     f"the grid sampler runs every combination of choices; give {ranges[0]} "
                     "choices, not low/high"
                 )
-            if self.n_trials > (size := self.grid_size):
+            size = math.prod(len(spec.choices or ()) for spec in self.space.values())
+            if self.n_trials > size:
                 raise ValueError(
                     f"n_trials {self.n_trials} is more than the grid's {size} configurations; "
                     f"set it to {size} (--trials {size})"
                 )
         return self
-
-    @property
-    def grid_size(self) -> int:
-        """How many configurations the choices of the space combine into."""
-        return math.prod(len(spec.choices or ()) for spec in self.space.values())
 
 
 class RayConfig(Section):
@@ -221,8 +214,7 @@ class FactorialConfig(Section):
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> FactorialConfig:
-        given = (self.init_seeds is not None) + (self.data_seeds is not None)
-        if given == 1:
+        if (self.init_seeds is None) != (self.data_seeds is None):
             raise ValueError("give both init_seeds and data_seeds (a factorial design), or neither")
         for seeds in (self.init_seeds, self.data_seeds):
             if seeds is not None and (len(seeds) < 2 or len(set(seeds)) < len(seeds)):
@@ -264,7 +256,7 @@ def setting_path(key: str) -> str:
 
 class Config(Section):
     profile: str
-    seeds: list[StrictInt] = Field(json_schema_extra=OUTSIDE_RECIPE)
+    seeds: list[Annotated[StrictInt, Field(ge=0)]] = Field(json_schema_extra=OUTSIDE_RECIPE)
     # default: joint (a seed's own config, and those saved before factorial designs)
     factorial: FactorialConfig = Field(FactorialConfig(), json_schema_extra=OUTSIDE_RECIPE)
     model: ModelConfig
@@ -293,8 +285,6 @@ class Config(Section):
     def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
         if not seeds:
             raise ValueError("the seed list is empty; give at least one seed, e.g. [0, 1, 2]")
-        if any(seed < 0 for seed in seeds):
-            raise ValueError("seeds must be 0 or greater")
         repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
         if repeated:
             raise ValueError(f"seed(s) {repeated} appear more than once; list each seed once")
@@ -403,8 +393,8 @@ def remote(source: str) -> bool:
 def _recipe_of(section: BaseModel, per_seed: bool, prefix: str = "") -> dict[str, Any]:
     recipe: dict[str, Any] = {}
     for name, field in type(section).model_fields.items():
-        place, value = _place(field), getattr(section, name)
-        if place == "no" or (place == "seed" and not per_seed) or _unset(place, value):
+        value = getattr(section, name)
+        if _left_out(field, value, per_seed):
             continue
         if isinstance(value, BaseModel):
             recipe.update(_recipe_of(value, per_seed, f"{prefix}{name}."))
@@ -416,26 +406,20 @@ def _recipe_of(section: BaseModel, per_seed: bool, prefix: str = "") -> dict[str
 
 
 def _plain(value: Any) -> Any:
-    """A declaration as a mapping, without its fields outside the recipe (and those in it
-    only when set, while unset)."""
+    """A declaration as a mapping, without its fields left out of the recipe."""
     if not isinstance(value, BaseModel):
         return value
-    outside = {
-        name
-        for name, field in type(value).model_fields.items()
-        if _place(field) == "no" or _unset(_place(field), getattr(value, name))
-    }
-    return value.model_dump(exclude=outside)
+    fields = type(value).model_fields.items()
+    return value.model_dump(exclude={n for n, f in fields if _left_out(f, getattr(value, n))})
 
 
-def _place(field: FieldInfo) -> object:
-    """A field's place in the recipe, as marked on it (None: in it)."""
-    return (field.json_schema_extra or {}).get("recipe")  # type: ignore[union-attr]
-
-
-def _unset(place: object, value: Any) -> bool:
-    """Whether a setting in the recipe only when set (a recipe of before it) is unset."""
-    return place == "if set" and value in (None, {})
+def _left_out(field: FieldInfo, value: Any, per_seed: bool = True) -> bool:
+    """Whether a setting is left out of the recipe, by the place marked on its field: "no",
+    "seed" unless `per_seed`, "if set" while unset (a recipe of before it). Unmarked: in it."""
+    place = (field.json_schema_extra or {}).get("recipe")  # type: ignore[union-attr]
+    if place == "if set":
+        return value in (None, {})
+    return place == "no" or (place == "seed" and not per_seed)
 
 
 def short_hash(tree: dict[str, Any]) -> str:
@@ -472,19 +456,15 @@ def parse_override(text: str) -> dict[str, Any]:
     if not sep or not key.strip():
         raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. --set train.epochs=1")
     try:
-        value = yaml.safe_load(raw_value) if raw_value.strip() else None
+        value: Any = yaml.safe_load(raw_value) if raw_value.strip() else None
     except yaml.YAMLError as error:
         raise ConfigError(
             f"--set {text!r}: the value is not valid YAML ({_yaml_problem(error)}); "
             "fix it, or quote it to mean text"
         ) from None
-    tree: dict[str, Any] = {}
-    node = tree
-    *parents, leaf = key.strip().split(".")
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[leaf] = value
-    return tree
+    for part in reversed(key.strip().split(".")):  # nested from the leaf up
+        value = {part: value}
+    return value
 
 
 def read_params(path: Path) -> dict[str, Any]:
@@ -534,8 +514,7 @@ def load_config(
         names = ", ".join(profile_names())
         raise ConfigError(f"unknown profile {chosen!r}; choose one of {names}")
     chosen_profile = read_params(PROFILES_DIR / f"{chosen}.yaml")
-    defaults = read_params(DEFAULTS)
-    layers = [defaults, chosen_profile, from_file, from_overrides]
+    layers = [read_params(DEFAULTS), chosen_profile, from_file, from_overrides]
     raw = layered(layers)
     raw["sweep"]["space"] = search_space(layers, whole_in_overrides="sweep.space" in keys)
     raw["profile"] = chosen
@@ -613,8 +592,8 @@ def _describe(error: ValidationError, origins: dict[str, dict[str, Any]]) -> str
         if problem["type"] == "extra_forbidden":
             section = _section_of(problem["loc"][:-1])
             valid = list(section.model_fields) if section else []
-            close = difflib.get_close_matches(str(problem["loc"][-1]), valid, n=1)
-            guess = f"did you mean {close[0]!r}? " if close else ""
+            close = close_match(str(problem["loc"][-1]), valid)
+            guess = f"did you mean {close!r}? " if close else ""
             lines.append(f"unknown key {key!r}{where} ({guess}valid keys here: {', '.join(valid)})")
         else:
             lines.append(f"{key}: {problem['msg']} (got {problem.get('input')!r}){where}")

@@ -1,10 +1,7 @@
 """A study declared as data: the task (its labels, text fields and sets) and any number of
-diagnostic sets (their labels, how the task's predictions map onto them, their groups).
-
-The built-in paper study, MNLI -> HANS, is declared in profiles/defaults.yaml; profiles and
-params.yaml change its sources or declare another task. The classes here say only what a
-declaration may be; `check` finds the mistakes that involve more than one field.
-"""
+diagnostic sets (their labels, how the task's predictions map onto them, their groups); the
+paper's, MNLI -> HANS, in profiles/defaults.yaml. The classes say only what a declaration may
+be; `declaration_problems` finds the mistakes that involve more than one field."""
 
 from __future__ import annotations
 

@@ -17,31 +17,25 @@ WELL_KNOWN = ("bert-base-uncased", "bert-base-cased", "bert-large-uncased", "rob
 OFFLINE_STUDY = "`make study` (the demo, minutes) or `make study PROFILE=cpu` (12 seeds)"
 
 
-def hub_needs(config: Config, data: bool = True, model: bool = True) -> list[str]:
-    """The settings that would load from the hub (only the data's or the model's if asked)."""
+def require_hub(config: Config, data: bool = True, model: bool = True) -> None:
+    """ModelError, within seconds, if the study needs the hub (for its data or its model, if
+    asked) and it is unreachable, or if its model is on neither the hub nor this disk."""
     sources = config.sources().items() if data else []
     needs = [key for key, value in sources if value.startswith("hub:")]
     name = config.model.name
     local = name.startswith(("/", ".", "~")) or Path(name).exists()  # a folder, maybe missing
-    if model and name not in OFFLINE_ALIASES and not local:
+    hub_model = model and name not in OFFLINE_ALIASES and not local
+    if hub_model:
         needs.insert(0, f"model.name={name}")
-    return needs
-
-
-def require_hub(config: Config, data: bool = True, model: bool = True) -> None:
-    """ModelError, within seconds, if the study needs the hub and it is unreachable, or if
-    its model is on neither the hub nor this disk."""
-    needs = hub_needs(config, data, model)
     if not needs:
         return
     reason = unreachable_reason()
-    name = config.model.name
     if reason is None:
-        if needs[0].startswith("model.name="):
+        if hub_model:
             require_on_hub(name)
         return
     guess = model_guess(name)
-    if needs[0].startswith("model.name=") and guess:
+    if hub_model and guess:
         raise ModelError(
             f"model.name {name!r} is not a local folder, and the Hugging Face hub, where it "
             f"would be looked up, cannot be reached ({reason}){guess} or run an offline "

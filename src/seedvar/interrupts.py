@@ -12,8 +12,6 @@ from types import FrameType
 
 from seedvar.processes import watch_starters
 
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
 _received = False
 
 
@@ -26,7 +24,7 @@ def on_interrupt(signum: int, frame: FrameType | None) -> None:
 
 def catch_interrupts() -> None:
     """Handle SIGINT, SIGTERM and SIGHUP with `on_interrupt` (from the main thread)."""
-    for number in INTERRUPTS:
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, on_interrupt)
 
 

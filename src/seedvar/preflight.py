@@ -41,9 +41,6 @@ def require_files(config: Config) -> None:
         )
 
 
-TRACKED = Path("data")  # the folder dvc.yaml's prepare, aggregate and report stages depend on
-
-
 def require_tracked(config: Config) -> None:
     """Where DVC runs the command, DataError naming every declared file outside data/: the
     stages that read one depend on data/ as a whole, and DVC does not look elsewhere (nor into
@@ -53,7 +50,7 @@ def require_tracked(config: Config) -> None:
     outside = [
         f"{key}: {path}"
         for key, path in config.local_files().items()
-        if not Path(path).parent.resolve().is_relative_to(TRACKED.resolve())
+        if not Path(path).parent.resolve().is_relative_to(Path("data").resolve())
     ]
     if outside:
         raise DataError(

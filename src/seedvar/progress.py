@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -60,13 +60,11 @@ def tick(phase: str | None = None, step: int | None = None, total: int | None = 
 
 def _write() -> None:
     global _written
-    if _path is None or _current is None or not _path.parent.is_dir():
-        return  # the folder went (published, or taken over): nothing to report on
-    try:
-        write_atomically(_path, json.dumps(asdict(_current)))
-    except OSError:
+    if _path is None or _current is None:
         return
-    _written = time.monotonic()
+    with suppress(OSError):  # the folder went (published, or taken over): nothing to report on
+        write_atomically(_path, json.dumps(asdict(_current)))
+        _written = time.monotonic()
 
 
 def read(path: Path) -> Progress | None:

@@ -6,6 +6,7 @@ import csv
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -20,6 +21,11 @@ FORMATS = {
     ".txt": "TSV",
     ".csv": "CSV",
 }
+# how pandas reads each delimited format (TSV: every field as its text, quotes included)
+DELIMITED: dict[str, dict[str, Any]] = {
+    "CSV": {},
+    "TSV": {"sep": "\t", "quoting": csv.QUOTE_NONE, "dtype": str, "keep_default_na": False},
+}
 
 
 def read_table(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
@@ -32,17 +38,8 @@ def read_table(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
         elif fmt == "JSONL":
             frame = pd.read_json(path, lines=True, dtype=False)
             frame = frame if columns is None else frame[columns]
-        elif fmt == "CSV":
-            frame = pd.read_csv(path, usecols=columns)
         else:
-            frame = pd.read_csv(
-                path,
-                sep="\t",
-                quoting=csv.QUOTE_NONE,
-                dtype=str,
-                keep_default_na=False,
-                usecols=columns,
-            )
+            frame = pd.read_csv(path, usecols=columns, **DELIMITED[fmt])
     except Exception as error:  # pandas/pyarrow raise many types for a broken file
         raise _unreadable(path, fmt, error) from None
     if frame.empty:
@@ -60,9 +57,7 @@ def read_header(path: Path) -> list[str]:
         if fmt == "JSONL":
             with path.open(encoding="utf-8") as lines:
                 return list(json.loads(lines.readline()))
-        sep = "," if fmt == "CSV" else "\t"
-        quoting = csv.QUOTE_MINIMAL if fmt == "CSV" else csv.QUOTE_NONE
-        return list(map(str, pd.read_csv(path, sep=sep, quoting=quoting, nrows=0).columns))
+        return list(map(str, pd.read_csv(path, nrows=0, **DELIMITED[fmt]).columns))
     except Exception as error:  # a broken or empty file
         raise _unreadable(path, fmt, error) from None
 

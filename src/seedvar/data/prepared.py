@@ -1,8 +1,5 @@
-"""A study's prepared inputs on disk: canonical sets plus their tokenized Arrow copies.
-
-`seedvar prepare` (the DVC `prepare` stage) writes them once per study; every seed then
-reads them instead of loading and tokenizing the sources again.
-"""
+"""A study's prepared inputs on disk (canonical sets and their tokenized Arrow copies), written
+once per study by `seedvar prepare` (DVC's `prepare` stage) and read by every seed."""
 
 from __future__ import annotations
 

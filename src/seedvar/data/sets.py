@@ -64,24 +64,19 @@ def load_study_sets(config: Config) -> StudySets:
     validation = subsample(whole[task.validation], data.max_val_examples)
     train = subsample(load_task_set(config, task.train), data.max_train_examples)
     if data.augment_examples:
-        diagnostics = {name: whole[name] for name in config.diagnostics}
-        train = pd.concat([train, augmentation(config, diagnostics)], ignore_index=True)
+        train = pd.concat([train, augmentation(config, whole)], ignore_index=True)
     return StudySets(train, validation, evaluation)
 
 
 def load_evaluation_sets(config: Config) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
     """The evaluation sets as evaluated (the task's, then the diagnostics: subsampled), and
-    the same sets whole (validation draws from them; augmentation must be disjoint from
-    them)."""
+    whole (validation draws from them; augmentation must be disjoint from them)."""
     task, data = config.task, config.data
-    whole = {
-        name: load_task_set(config, declared.source, declared.fields)
-        for name, declared in task.evaluation.items()
-    }
-    evaluation = {
-        name: subsample(frame, task.evaluation[name].max_examples or data.max_eval_examples)
-        for name, frame in whole.items()
-    }
+    whole: dict[str, pd.DataFrame] = {}
+    evaluation: dict[str, pd.DataFrame] = {}
+    for name, declared in task.evaluation.items():
+        whole[name] = load_task_set(config, declared.source, declared.fields)
+        evaluation[name] = subsample(whole[name], declared.max_examples or data.max_eval_examples)
     for name, diagnostic in config.diagnostics.items():
         reading = diagnostic_reading(task, diagnostic)
         whole[name] = reading.load(config)
@@ -213,7 +208,7 @@ def check_headline(examples: pd.DataFrame, diagnostic: Diagnostic, name: str) ->
 def augmentation(config: Config, diagnostics: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """`data.augment_examples` pairs of the task's augmentation set (even over its `stratify`
     groups) as task examples, their labels mapped by `to_task`. Refuses any pair that is also
-    in the diagnostic set it must be disjoint from."""
+    in the diagnostic set it must be disjoint from (`diagnostics`: whole sets by name)."""
     task, declared = config.task, config.task.augmentation
     assert declared is not None  # the config's checks: augment_examples needs an augmentation
     examples = without_held_out(augmentation_reading(task, declared).load(config), declared)

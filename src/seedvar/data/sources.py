@@ -48,15 +48,13 @@ def canonical(
     columns tried in order; `groups`: the group columns to keep (True: optional, None where the
     table has none); `drop_labels`: label values that mark rows without a label."""
     require_columns(list(map(str, frame.columns)), fields, needed_fields(text, groups), origin)
-    column = {name: source_column(frame.columns, fields, name) for name in [*text, "label"]}
-    column["id"] = source_column(frame.columns, fields, "id")
+    column = {name: source_column(frame.columns, fields, name) for name in [*text, "label", "id"]}
     label_column = column["label"] or "label"
     if drop_labels:
         frame = frame[~dropped(frame[label_column], drop_labels)]
     if frame.empty:
         raise DataError(f"{origin}: no labelled examples left; is this a test file?")
-    id_column = column["id"]
-    ids = frame[id_column] if id_column else pd.Series(range(len(frame)), index=frame.index)
+    ids = frame[column["id"]] if column["id"] else range(len(frame))
     result = pd.DataFrame({"id": [str(value) for value in ids]})
     for name in text:
         result[name] = frame[column[name]].to_list()

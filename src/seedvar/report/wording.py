@@ -346,11 +346,10 @@ def interaction_text(table: pd.DataFrame) -> str:
         )
     return (
         "Seed x subcase interaction beyond one threshold per seed (a lead, not tested; "
-        "results/interaction.csv): chi-square / df " + "; ".join(parts) + ". Near 1 is what "
-        "binomial evaluation noise gives when seeds differ only in a threshold; "
-        + verdict
-        + ". It assumes equal-variance Gaussian evidence and binomial, not paired, noise, so "
-        "the verdict does not rest on it."
+        f"results/interaction.csv): chi-square / df {'; '.join(parts)}. Near 1 is what binomial "
+        f"evaluation noise gives when seeds differ only in a threshold; {verdict}. It assumes "
+        "equal-variance Gaussian evidence and binomial, not paired, noise, so the verdict does "
+        "not rest on it."
     )
 
 
@@ -411,8 +410,7 @@ def components_text(table: pd.DataFrame, headline: list[str]) -> str:
     return (
         "Which seed matters (seed std by source, 95 % intervals; init against data order "
         f"tested, Holm corrected over {len(tested)} columns at family-wise {ALPHA:g}): "
-        + "; ".join(parts)
-        + "."
+        f"{'; '.join(parts)}."
     )
 
 
@@ -434,8 +432,7 @@ def trajectories_text(spread: pd.DataFrame, headline: list[str]) -> str:
         )
     return (
         "Trajectories (std across seeds on the subsample, which adds its own binomial noise): "
-        + "; ".join(parts)
-        + "."
+        f"{'; '.join(parts)}."
     )
 
 

@@ -128,8 +128,8 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> Aggregated:
     pd.DataFrame(scatter).to_csv(results_dir / "scatter.csv", index=False)
     keys = {column.name: column.key for column in columns}
     shown = [c for c in shown_columns(task, config.diagnostics) if c in table]
-    stats = ("mean", "std", "min", "max")
-    headline: dict[str, object] = {keys[c]: summary.loc[c, list(stats)].to_dict() for c in shown}
+    stats = ["mean", "std", "min", "max"]
+    headline: dict[str, object] = {keys[c]: summary.loc[c, stats].to_dict() for c in shown}
     headline |= {"seeds": {"count": len(seeds)}, "verdict": {"outcome": decision.outcome}}
     write_headline(results_dir / HEADLINE, headline)
     reference = None

@@ -4,7 +4,6 @@ components), what picking by validation buys (best of n), when seeds part ways (
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -79,10 +78,7 @@ def component_table(
         compared = compare_sources(column, values, float(noise[column]))
         tested = {"init_minus_order_var": compared.difference_var}
         tested["init_vs_order_p"] = compared.p_value
-        rows += [
-            asdict(c) | tested | {"note": c.note}
-            for c in components(column, values, float(noise[column]))
-        ]
+        rows += [vars(c) | tested for c in components(column, values, float(noise[column]))]
     return pd.DataFrame(rows, columns=COMPONENT_COLUMNS)
 
 

@@ -59,8 +59,12 @@ class ClusterInfo:
         return all(node.get("GPU", 0.0) <= 1 for node in self.nodes)
 
     def slots(self, resources: SeedResources) -> int:
-        """How many seeds the cluster runs at once."""
-        return sum(resources.fit(node) for node in self.nodes)
+        """How many seeds the cluster runs at once (on each node, as many as fit)."""
+        asked = {"CPU": resources.cpus, "GPU": resources.gpus}
+        return sum(
+            min(math.floor(node.get(k, 0.0) / n + 1e-9) for k, n in asked.items() if n)
+            for node in self.nodes
+        )
 
     def describe(self) -> str:
         where = f"the Ray cluster at {self.address}" if self.address else "a local Ray"
@@ -71,19 +75,10 @@ class ClusterInfo:
 
 @dataclass(frozen=True)
 class SeedResources:
-    """What one seed asks Ray for; `threads`: torch's CPU threads inside the task."""
+    """What one seed asks Ray for."""
 
     cpus: float
     gpus: float
-
-    @property
-    def threads(self) -> int:
-        return max(1, int(self.cpus))
-
-    def fit(self, node: dict[str, float]) -> int:
-        """How many seeds fit on one node at once."""
-        asked = {"CPU": self.cpus, "GPU": self.gpus}
-        return min(math.floor(node.get(k, 0.0) / n + 1e-9) for k, n in asked.items() if n)
 
     def describe(self) -> str:
         return f"{self.cpus:g} CPU and {self.gpus:g} GPU per seed"

@@ -108,7 +108,7 @@ def backend(
         if where == "auto" and config.ray.address is None:
             machine = this_machine()
             resources = seed_resources(config, machine)
-            scheduler = InProcess(config.ray, resources.threads, echo)
+            scheduler = InProcess(config.ray, resources.cpus, echo)
             at_once = seeds > 1 and machine.slots(resources) > 1
             where = "ray" if at_once and _ray_installed(echo) else "here"
         if where != "here":

@@ -28,10 +28,6 @@ from seedvar.training.device import on_this_machine
 if TYPE_CHECKING:  # the driver never trains: no Lightning there
     import lightning as L
 
-# A task's warnings and errors reach the driver's terminal, its progress bars and MLflow's notes
-# do not (the driver's status line says how far each seed has got).
-QUIET = {"TQDM_DISABLE": "1", "MLFLOW_LOGGING_LEVEL": "WARNING"}
-
 
 class Status(StrEnum):
     """How one attempt at a seed ended."""
@@ -165,18 +161,19 @@ class Submission:
 
     task: SeedTask
     ref: Any = None
-    seen: tuple[str, int] | None = None
-    since: float = 0.0
     progress: Progress | None = None
+    since: float = 0.0
 
 
 class InProcess:
     """Seeds one after another in the driver's own process, each retried after a passing error."""
 
     def __init__(
-        self, settings: RayConfig, threads: int | None, echo: Callable[[str], None]
+        self, settings: RayConfig, cpus: float | None, echo: Callable[[str], None]
     ) -> None:
-        self.settings, self.threads, self.echo = settings, threads, echo
+        """`cpus`: a seed's, which set torch's threads (None: torch's own count)."""
+        self.settings, self.echo = settings, echo
+        self.threads = None if cpus is None else max(1, int(cpus))
         self.at_once = 1  # seeds at once
         self.running: dict[TaskKey, Submission] = {}
         self.retried: dict[TaskKey, list[Cause]] = {}  # seeds submitted again, and why
@@ -207,7 +204,7 @@ class InProcess:
 
     def activity(self) -> dict[TaskKey, Progress]:
         """The progress of every running seed whose current submission has started."""
-        return {}
+        return {key: s.progress for key, s in self.running.items() if s.progress is not None}
 
     def resolved(self, config: Config) -> Config:
         """`config` with its "auto" precisions as they resolve where the seeds run."""
@@ -256,7 +253,7 @@ class Scheduler(InProcess):
         at_once: int = 1,
     ) -> None:
         self.ray, self.resources = ray, resources
-        super().__init__(settings, resources.threads, echo)
+        super().__init__(settings, resources.cpus, echo)
         self.at_once = at_once
         # a worker process runs seed after seed (no 30-60 s of imports per seed) unless its
         # seeds use GPUs on a node of several: CUDA keeps the GPU of a process's first task
@@ -270,14 +267,13 @@ class Scheduler(InProcess):
             max_retries=self.settings.max_retries,  # a lost worker or node: Ray runs it again
             retry_exceptions=False,  # a task returns its errors; it raises only on interrupt
             name=f"seedvar {task.key}",
-            runtime_env={"env_vars": QUIET},
+            # a task's warnings and errors reach the driver's terminal, its progress bars and
+            # MLflow's notes do not (the driver's status line says how far each seed has got)
+            runtime_env={"env_vars": {"TQDM_DISABLE": "1", "MLFLOW_LOGGING_LEVEL": "WARNING"}},
         ).remote(task)
 
     def cancel(self, key: TaskKey) -> None:
         self.ray.cancel(self.running.pop(key).ref, force=True)
-
-    def activity(self) -> dict[TaskKey, Progress]:
-        return {key: s.progress for key, s in self.running.items() if s.progress is not None}
 
     def resolved(self, config: Config) -> Config:
         """Made concrete by a task where seeds run (the driver may have no GPU, another CPU)."""
@@ -288,9 +284,6 @@ class Scheduler(InProcess):
         """Results of the seeds that ended within `timeout` seconds (each seed's only one);
         meanwhile, stalled attempts and passing errors are submitted again."""
         refs = {submission.ref: key for key, submission in self.running.items()}
-        if not refs:
-            time.sleep(timeout)
-            return []
         first, _ = self.ray.wait(list(refs), num_returns=1, timeout=timeout)
         ready = self.ray.wait(list(refs), num_returns=len(refs), timeout=0)[0] if first else []
         ended = {refs[ref]: self._result(refs[ref], ref) for ref in ready}
@@ -320,9 +313,8 @@ class Scheduler(InProcess):
         current = [p for p in found if p and p.submission == submission.task.submission]
         if not (latest := max(current, key=lambda p: p.batches, default=None)):
             return 0.0
-        if submission.seen != (latest.attempt, latest.batches):
-            submission.seen, submission.since = (latest.attempt, latest.batches), now
-            submission.progress = latest
+        if latest != submission.progress:  # it moved (it changes only with a batch)
+            submission.progress, submission.since = latest, now
         return 0.0 if latest.phase == "loading" else now - submission.since
 
     def _cancel(self, key: TaskKey, still: float) -> TaskResult | None:

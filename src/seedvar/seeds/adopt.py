@@ -27,7 +27,11 @@ def adopt(job: SeedJob, config: Config) -> Path | None:
     in a DVC repository), when the keep lacks it; where it is kept now, or None."""
     view = job.folder
     if (view / METRICS).is_file():
-        return _from_folder(job, config, view)
+        recipe = _recipe(config, (view / CONFIG).read_text(), str(view / CONFIG))
+        data = data_of(view)
+        if recipe is None or not job.same_data(data):
+            return None
+        return _copy_kept(job, entry_name(recipe, data), view)
     if not Path(".dvc").is_dir() or view.is_absolute():
         return None
     from dvc.api import DVCFileSystem
@@ -73,15 +77,6 @@ def adopt_folder(config: Config, folder: Path, data: dict[str, str] | None) -> t
         )
     stored = job.finished_dir(config.with_seed(seed))
     return seed, stored or _copy_kept(job, entry_name(trained.hash(), data_of(folder)), folder)
-
-
-def _from_folder(job: SeedJob, config: Config, folder: Path) -> Path | None:
-    """Keep the finished seed in `folder` if it is `config`'s recipe on the job's data."""
-    recipe = _recipe(config, (folder / CONFIG).read_text(), str(folder / CONFIG))
-    data = data_of(folder)
-    if recipe is None or not job.same_data(data):
-        return None
-    return _copy_kept(job, entry_name(recipe, data), folder)
 
 
 def _copy_kept(job: SeedJob, name: str, folder: Path) -> Path:

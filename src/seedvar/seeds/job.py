@@ -127,11 +127,11 @@ class SeedJob:
     def model_dir(self) -> Path:
         return self.work_dir / "model"
 
-    def work_dirs(self, config: Config | None = None) -> list[Path]:
-        """The work folders of every attempt at this seed (this one's, if it exists, too); only
-        those of `config`'s recipe, when given."""
+    def work_dirs(self, config: Config) -> list[Path]:
+        """The work folders of every attempt at this seed with `config`'s recipe (this one's,
+        if it exists, too)."""
         found = sorted(self.store_dir.glob(f"seed-{self.seed}.partial.*"))
-        return [f for f in found if config is None or _recipe_hash(f) == config.hash()]
+        return [f for f in found if _recipe_hash(f) == config.hash()]
 
     def finished_dir(self, config: Config) -> Path | None:
         """The stored finished seed of this very recipe (an "auto" precision: with what it chose
@@ -150,10 +150,6 @@ class SeedJob:
         data: a changed declared file is another seed. Where either is unknown (a seed kept
         before DATA was recorded, or a job that has not loaded its sets yet): yes."""
         return self.data is None or recorded is None or recorded == self.data
-
-    def record_data(self, fingerprints: dict[str, str]) -> None:
-        """Write the fingerprints of the sets this attempt trains and scores on (DATA)."""
-        write_atomically(self.work_dir / DATA, json.dumps(fingerprints, sort_keys=True))
 
     def publish_view(self, entry: Path) -> None:
         """Publish the finished seed `entry` as the seed's view in output_dir (hard links, so
@@ -221,10 +217,10 @@ class SeedJob:
             )
 
     def claim(self, config: Config, note: dict[str, Any] | None = None) -> Resumable:
-        """Make this attempt the one that works on the seed: take over the work folder of an
-        earlier attempt at the same recipe (the most advanced one, by renaming it to this
-        attempt's name), or start an empty one. Work of other recipes is removed. Returns what
-        the earlier attempt left to continue from. `note`: recorded in attempt.json."""
+        """Make this attempt the one that works on the seed: take over the most advanced work
+        folder of an earlier attempt at this recipe by renaming it (older ones are removed,
+        another recipe's stay), or start an empty one. Returns what the earlier attempt left to
+        continue from. `note`: recorded in attempt.json."""
         for _ in range(CLAIM_TRIES):
             if self._take_over(config):
                 break
@@ -251,17 +247,14 @@ class SeedJob:
         return True
 
     def _resumable(self, config: Config) -> Resumable:
-        state_path = self.work_dir / RUN_STATE
-        if not state_path.is_file():
+        if _recipe_hash(self.work_dir) != config.hash():
             return Resumable()
-        state = json.loads(state_path.read_text())
-        if state["config_hash"] != config.hash():
-            return Resumable()
+        run_id = _recorded(self.work_dir / RUN_STATE, "run_id")
         if self.trained():
-            return Resumable(run_id=state["run_id"])
+            return Resumable(run_id=run_id)
         if self.checkpoint.is_file() and self.checkpoint_readable():
-            return Resumable(state["run_id"], self.checkpoint)
-        return Resumable(stale_run_id=state["run_id"])
+            return Resumable(run_id, self.checkpoint)
+        return Resumable(stale_run_id=run_id)
 
     def checkpoint_readable(self) -> bool:
         """Whether the training checkpoint can be read. One that cannot (truncated by a full
@@ -280,13 +273,15 @@ class SeedJob:
         )
         return False
 
-    def begin(self, config: Config, run_id: str) -> None:
-        """Start afresh in this attempt's folder: the recipe and its MLflow run, nothing else."""
+    def begin(self, config: Config, run_id: str, data: dict[str, str]) -> None:
+        """Start afresh in this attempt's folder: the recipe, the fingerprints of its sets
+        (DATA) and its MLflow run, nothing else."""
         self.check_held()
         for entry in self.work_dir.iterdir():
             if entry.name not in (ATTEMPT, PROGRESS):
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         config.save(self.work_dir / CONFIG)
+        write_atomically(self.work_dir / DATA, json.dumps(data, sort_keys=True))
         state = {"config_hash": config.hash(), "run_id": run_id}
         write_atomically(self.work_dir / RUN_STATE, json.dumps(state))
 
@@ -351,10 +346,6 @@ class SeedJob:
             shutil.rmtree(leftover, ignore_errors=True)
         self.publish_view(entry)
         return entry
-
-    def discard(self) -> None:
-        """Remove this attempt's work folder (its work is not needed: the seed is published)."""
-        shutil.rmtree(self.work_dir, ignore_errors=True)
 
 
 def data_of(folder: Path) -> dict[str, str] | None:

@@ -113,7 +113,7 @@ def run_seed(
         except AlreadyPublished:  # its own run (no other attempt knew of it) is not the seed's
             duplicate = tracking.TrackedRun(tracking.open_store(config).client, run_id)
             duplicate.end(tracking.KILLED, {"seedvar.duplicate": "true"})
-            job.discard()
+            shutil.rmtree(job.work_dir, ignore_errors=True)  # not needed: the seed is published
             return _finished(job, config, started)
         except Superseded:
             raise
@@ -149,14 +149,12 @@ def _train_evaluate_track(
         stale.end(tracking.KILLED, {"seedvar.restarted": "true"})
     if parent_run_id is None and resumable.run_id is None:
         parent_run_id = tracking.study_run_id(store, config)
-    tags = {**_seed_tags(config), **(run_tags or {})}
+    tags = {**_seed_tags(config), **(run_tags or {}), ATTEMPT_TAG: job.attempt_id}
     name = tracking.seed_run_name(config, config.train.seed)
-    tags[ATTEMPT_TAG] = job.attempt_id
     started = tracking.start_run(config, name, tags, parent_run_id, resumable.run_id)
     with tracking.ending(started, holds=job.holds) as run:
         if resumable.run_id is None:
-            job.begin(config, run.run_id)
-            job.record_data(inputs.sets.fingerprints())
+            job.begin(config, run.run_id, inputs.sets.fingerprints())
             run.log_params(_run_params(config, inputs))
             run.log_datasets(inputs.sets.named(), inputs.sets.fingerprints())
         monitor = SystemMetricsMonitor(  # MLflow's sampler of CPU, memory, disk (and GPU)

@@ -12,6 +12,7 @@ from seedvar.declared import Diagnostic
 from seedvar.metrics import diagnostic_columns
 
 STATISTICS = ("min", "max", "mean", "std", "range", "ci_low", "ci_high")
+LEVEL = 0.95  # of the bootstrap intervals
 # The seed x subcase interaction (results/interaction.csv) is a lead, never tested: chi-square
 # / df near 1 is what binomial evaluation noise alone gives; LEAD_RATIO or more is worded a lead.
 LEAD_RATIO = 2.0
@@ -19,29 +20,26 @@ _WHERE = ("set", "level", "group", "subcases", "seeds")
 INTERACTION_COLUMNS = [*_WHERE, "chi_square", "df", "ratio", "lead", "top_subcase", "top_share"]
 
 
-def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
-    tail = (1 - level) / 2 * 100
+def _percentiles(values: np.ndarray) -> tuple[float, float]:
+    tail = (1 - LEVEL) / 2 * 100
     low, high = np.percentile(values, [tail, 100 - tail])
     return float(low), float(high)
 
 
-def bootstrap_mean_ci(
-    values: np.ndarray, n_boot: int = 2000, level: float = 0.95, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of the mean, resampling the values (seeds)."""
+def bootstrap_mean_ci(values: np.ndarray, n_boot: int = 2000) -> tuple[float, float]:
+    """Percentile bootstrap LEVEL interval of the mean, resampling the values (seeds)."""
     values = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    return _percentiles(values[rng.integers(0, len(values), (n_boot, len(values)))].mean(1), level)
+    rng = np.random.default_rng(0)
+    return _percentiles(values[rng.integers(0, len(values), (n_boot, len(values)))].mean(1))
 
 
-def describe(table: pd.DataFrame, columns: list[str], n_boot: int = 2000) -> pd.DataFrame:
+def describe(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """Per column: min, max, mean, std (ddof 1), range, and a 95 % bootstrap CI of the mean."""
     rows = {}
     for column in columns:
         values = table[column].to_numpy(dtype=float)
         spread = (values.min(), values.max(), values.mean(), seed_std(values), np.ptp(values))
-        found = (*spread, *bootstrap_mean_ci(values, n_boot))
-        rows[column] = dict(zip(STATISTICS, found, strict=True))
+        rows[column] = (*spread, *bootstrap_mean_ci(values))
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(STATISTICS))
 
 
@@ -55,29 +53,26 @@ def agreement(correct: np.ndarray) -> np.ndarray:
     return np.asarray(correct, dtype=bool).sum(axis=0)
 
 
-def multibootstrap(
-    correct: np.ndarray, n_boot: int = 1000, level: float = 0.95, seed: int = 0
-) -> tuple[float, float, float]:
+def multibootstrap(correct: np.ndarray, n_boot: int = 1000) -> tuple[float, float, float]:
     """Multi-Bootstrap (Sellam et al. 2021): accuracy and its CI, seeds and examples resampled."""
     correct = np.asarray(correct, dtype=float)
     n_seeds, n_examples = correct.shape
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(0)
     estimates = np.empty(n_boot)
     for b in range(n_boot):
         seeds = rng.integers(0, n_seeds, size=n_seeds)
         examples = rng.integers(0, n_examples, size=n_examples)
         estimates[b] = correct[np.ix_(seeds, examples)].mean()
-    return (float(correct.mean()), *_percentiles(estimates, level))
+    return (float(correct.mean()), *_percentiles(estimates))
 
 
 def compare_spread(
     ours: pd.DataFrame, paper: pd.DataFrame | None, columns: list[str], base: str
 ) -> pd.DataFrame:
     """Per column: range, mean and std, ours and `paper`'s, and their ratio to the base's."""
-    tables = [("ours", ours)] + ([("paper", paper)] if paper is not None else [])
     rows: dict[str, dict[str, float]] = {column: {} for column in columns}
-    for name, table in tables:
-        if base not in table:
+    for name, table in (("ours", ours), ("paper", paper)):
+        if table is None or base not in table:
             continue
         base_values = table[base].to_numpy(dtype=float)
         base_range, base_std = np.ptp(base_values), seed_std(base_values)
@@ -119,7 +114,7 @@ def nested_subgroups(set_name: str, declared: Diagnostic, examples: pd.DataFrame
         members: dict[str, list[tuple[str, int, int]]] = {}
         for name, mask in masks.items():
             values, parents = set(value[mask]), set(parent[mask])
-            if len(values) != 1 or len(parents) != 1 or not mask.any():
+            if len(values) != 1 or len(parents) != 1:
                 continue
             (v,), (p,) = values, parents
             if not np.array_equal(mask, (value == v) & (parent == p)):

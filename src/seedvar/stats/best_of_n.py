@@ -75,9 +75,7 @@ def bootstrap_se(
     return curves.std(axis=0, ddof=1)
 
 
-def best_of_n_table(
-    table: pd.DataFrame, by: str, columns: list[str], resamples: int = RESAMPLES
-) -> pd.DataFrame:
+def best_of_n_table(table: pd.DataFrame, by: str, columns: list[str]) -> pd.DataFrame:
     """Per n and column: its own best and the seed chosen by `by` (`curve`), with their SEs."""
     rows = []
     for column in [by, *[c for c in columns if c != by]]:
@@ -90,6 +88,6 @@ def best_of_n_table(
             top = ranking == ranking.max()
             shown = " ".join(f"{v:.6g}" for v in values[top]) if np.ptp(values[top]) > 0 else ""
             found = {"column": column, "curve": name, "n": curve.n, "mean": curve.mean}
-            found |= {"subset_std": curve.std, "se": bootstrap_se(ranking, values, resamples)}
+            found |= {"subset_std": curve.std, "se": bootstrap_se(ranking, values)}
             rows.append(pd.DataFrame(found | {"tied": int(top.sum()), "tied_values": shown}))
     return pd.concat(rows, ignore_index=True)

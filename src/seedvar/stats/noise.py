@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 RESAMPLES = 1000
 _CHUNK = 100  # resamples drawn at a time (memory: chunk x examples weights)
@@ -65,20 +66,14 @@ def confusion(gold: np.ndarray, predicted: np.ndarray, n_labels: int) -> np.ndar
 def _units(scored: Scored) -> tuple[np.ndarray, list[np.ndarray]]:
     """Each example's resampling unit (0..U-1), and the units of each stratum."""
     n = len(scored.gold)
-    raw = (
-        np.arange(n)
-        if scored.clusters is None
-        else np.unique(scored.clusters, return_inverse=True)[1]
-    )
+    clusters = np.arange(n) if scored.clusters is None else scored.clusters
+    raw = np.unique(clusters, return_inverse=True)[1]
     strata = np.zeros(n, dtype=int) if scored.strata is None else scored.strata
     _, stratum = np.unique(strata, return_inverse=True)
-    _, first, unit = np.unique(stratum * n + raw, return_index=True, return_inverse=True)
-    order = np.argsort(first)  # units numbered in order of appearance
-    numbered = np.empty_like(order)
-    numbered[order] = np.arange(len(order))
-    stratum_of_unit = stratum[first[order]]
+    unit, keys = pd.factorize(stratum * n + raw)  # units numbered in order of appearance
+    stratum_of_unit = keys // n
     groups = [np.flatnonzero(stratum_of_unit == s) for s in np.unique(stratum_of_unit)]
-    return numbered[unit], groups
+    return unit, groups
 
 
 def _weights(groups: list[np.ndarray], n_units: int, size: int, rng) -> np.ndarray:
@@ -99,12 +94,9 @@ def paired_noise(
     values = statistic(confusion(scored.gold, scored.predicted, n_labels))  # seeds x L x L
     k, cells = len(values), n_labels * n_labels
     unit, _ = _units(scored)
-    n_units = int(unit.max()) + 1
-    codes = scored.gold[None, :] * n_labels + scored.predicted  # seeds x n
-    columns = np.arange(k)[:, None] * cells + codes  # seeds x n: (seed, gold, predicted)
-    flat = (unit[None, :] * (k * cells) + columns).ravel()
-    per_unit = np.bincount(flat, minlength=n_units * k * cells).reshape(n_units, k * cells)
-    per_unit = per_unit.astype(float)  # per unit, seed and (gold, predicted): a count
+    codes = np.arange(k)[:, None] * cells + scored.gold * n_labels + scored.predicted  # seeds x n
+    counts = np.bincount((unit * k * cells + codes).ravel(), minlength=(unit.max() + 1) * k * cells)
+    per_unit = counts.reshape(-1, k * cells).astype(float)  # per unit, seed and (gold, predicted)
 
     def draw(weights: np.ndarray) -> np.ndarray:
         return statistic((weights @ per_unit).reshape(-1, k, n_labels, n_labels))
@@ -143,13 +135,12 @@ def paired_auc_noise(scored: Scored, resamples: int = RESAMPLES, seed: int = 0) 
     scores = scored.scores
     if scores is None:
         raise ValueError("an AUC needs the seeds' scores")
-    ones = np.ones((1, len(scored.gold)))
-    values = np.array([label_auc(s, scored.gold, ones)[0] for s in scores])
     unit, _ = _units(scored)
 
     def draw(weights: np.ndarray) -> np.ndarray:
         return np.stack([label_auc(s, scored.gold, weights[:, unit]) for s in scores], 1)
 
+    values = draw(np.ones((1, unit.max() + 1)))[0]  # every unit once: the set itself
     return _paired(values, scored, draw, resamples, seed, "AUC, ")
 
 

@@ -25,23 +25,21 @@ def detection_power(
     reference_noise_var: float,
     tested_noise_var: float,
     comparisons: int,
-    seed_std: float = DESIGN_SEED_STD,
-    alpha: float = ALPHA,
 ) -> float:
-    """Power of the verdict's bounds to pass a headline column of seed std `seed_std` (normal
+    """Power of the verdict's bounds to pass a headline column of seed std DESIGN_SEED_STD (normal
     seeds; `tested_noise_var`: the larger of the column's and its counterpart's noise): each
     bound is the variance times a factor of the sample's shape, so over fixed draws of the
     shapes (POWER_DRAWS) the tested variance is integrated exactly. 0 below SEED_FLOOR."""
     if n_seeds < SEED_FLOOR:
         return 0.0
-    df, one_sided = n_seeds - 1, alpha / comparisons
+    df, one_sided = n_seeds - 1, ALPHA / comparisons
     reference, tested = _SHAPES[0, :, :n_seeds], _SHAPES[1, :, :n_seeds]
     upper = variance_bound(reference, one_sided)  # of standard normal seeds
     margin = np.maximum(
         STD_RATIO**2 * (reference_seed_var + reference_noise_var) * upper, STD_FLOOR**2
     )
     factor = variance_bound(tested, 1 - one_sided) / tested.var(axis=-1, ddof=1)
-    needed = (margin + tested_noise_var) * df / (factor * (seed_std**2 + tested_noise_var))
+    needed = (margin + tested_noise_var) * df / (factor * (DESIGN_SEED_STD**2 + tested_noise_var))
     return float(np.mean(stats.chi2.sf(needed, df)))
 
 
@@ -59,9 +57,7 @@ def seeds_to_rule_out(
     seed_var: float, noise_var: float, margin: float, one_sided: float
 ) -> int | None:
     """Seeds at which a column's chi-square seed-std upper bound falls below `margin`, or None."""
-    total = seed_var + noise_var
-
-    def upper(k: int) -> float:
-        return total * (k - 1) / stats.chi2.ppf(one_sided, k - 1) - noise_var
-
-    return next((k for k in range(SEED_FLOOR, MAX_SEEDS + 1) if upper(k) < margin**2), None)
+    seeds = np.arange(SEED_FLOOR, MAX_SEEDS + 1)
+    upper = (seed_var + noise_var) * (seeds - 1) / stats.chi2.ppf(one_sided, seeds - 1) - noise_var
+    below = seeds[upper < margin**2]
+    return int(below[0]) if len(below) else None

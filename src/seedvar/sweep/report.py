@@ -16,21 +16,14 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from seedvar.config import Config  # noqa: E402
-from seedvar.declared import headline_mean_column, primary_column  # noqa: E402
 from seedvar.report.wording import sweep_summary  # noqa: E402
 from seedvar.results.aggregate import prediction_shares  # noqa: E402
 from seedvar.results.evidence import from_predictions  # noqa: E402
 from seedvar.seeds.finished import FinishedSeed  # noqa: E402
 from seedvar.stats.noise import Noise  # noqa: E402
 from seedvar.stats.sweep import SweepVerdict, sweep_verdict  # noqa: E402
+from seedvar.sweep.search import axes_of  # noqa: E402
 from seedvar.sweep.trial import MLFLOW_RUN_ATTR, OUTPUT_DIR_ATTR, SEEDS_ATTR  # noqa: E402
-
-
-def axes_of(config: Config) -> tuple[str, str, str]:
-    """The trials table's columns of the accuracy (mean primary column across seeds), the spread
-    (std of the first diagnostic set's headline mean) and the base's spread (std of the first)."""
-    base, first = primary_column(config.task), next(iter(config.diagnostics))
-    return f"mean/{base}", f"std/{headline_mean_column(first)}", f"std/{base}"
 
 
 def trials_table(study: optuna.Study) -> pd.DataFrame:
@@ -102,8 +95,7 @@ def write_sweep_outputs(config: Config, study: optuna.Study, out_dir: Path) -> l
     target, target_name = ((lambda t: t.values[0]) if multi else None), axes_of(config)[0]
     plots = optuna.visualization.matplotlib
     figures = {"accuracy_vs_spread": plot_accuracy_vs_spread(config, table, pareto)}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+    with warnings.catch_warnings(action="ignore", category=optuna.exceptions.ExperimentalWarning):
         history = plots.plot_optimization_history(study, target=target, target_name=target_name)
         figures["optimization_history"] = _figure_of(history)
         if len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) >= 2:

@@ -35,16 +35,15 @@ def rdb_storage(url: str, heartbeat_seconds: int | None, max_retries: int) -> RD
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     elif url.startswith("postgresql"):
         engine = {"connect_args": {"connect_timeout": 5}}
-    beats: dict[str, Any] = {}
-    try:
-        with warnings.catch_warnings():  # heartbeats have been "experimental" since Optuna 2.9
-            warnings.simplefilter("ignore", ExperimentalWarning)
-            if heartbeat_seconds is not None:
-                retry = RetryHeartbeatStaleTrialCallback(max_retries)
-                beats = {"heartbeat_interval": heartbeat_seconds}
-                beats |= {"grace_period": 2 * heartbeat_seconds}
-                beats["heartbeat_stale_trial_callback"] = retry
-            return RDBStorage(url, engine_kwargs=engine, **beats)
+    try:  # heartbeats have been "experimental" since Optuna 2.9
+        with warnings.catch_warnings(action="ignore", category=ExperimentalWarning):
+            return RDBStorage(
+                url,
+                engine_kwargs=engine,
+                heartbeat_interval=heartbeat_seconds,
+                grace_period=None if heartbeat_seconds is None else 2 * heartbeat_seconds,
+                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retries),
+            )
     except Exception as error:  # SQLAlchemy raises many types for a bad or unreachable URL
         raise ConfigError(
             f"cannot open the study storage {url} ({first_line(error)}); check the URL and that "
@@ -55,6 +54,13 @@ def rdb_storage(url: str, heartbeat_seconds: int | None, max_retries: int) -> RD
 def prunes(sweep: SweepConfig) -> bool:
     """Whether the sweep prunes trials (the median pruner, in the accuracy mode)."""
     return sweep.pruner == "median" and sweep.mode == "accuracy"
+
+
+def axes_of(config: Config) -> tuple[str, str, str]:
+    """A trial's columns of the accuracy (mean primary column across seeds) and the spread (std of
+    the first diagnostic set's headline mean), its objectives in order; and the base's spread."""
+    base, first = primary_column(config.task), next(iter(config.diagnostics))
+    return f"mean/{base}", f"std/{headline_mean_column(first)}", f"std/{base}"
 
 
 def open_study(config: Config, storage: RDBStorage) -> optuna.Study:
@@ -76,8 +82,7 @@ def open_study(config: Config, storage: RDBStorage) -> optuna.Study:
             "choose another sweep.study_name"
         )
     spread = f"std of {headline_mean_column(next(iter(config.diagnostics)))}"
-    with warnings.catch_warnings():  # "experimental" since Optuna 3.2
-        warnings.simplefilter("ignore", ExperimentalWarning)
+    with warnings.catch_warnings(action="ignore", category=ExperimentalWarning):  # Optuna 3.2
         study.set_metric_names([f"mean {primary_column(config.task)}", spread][: 2 if multi else 1])
     if study.trials:  # resumed: seeded anew, so as not to draw the first trials over again
         study.sampler = sampler(sweep, seed=len(study.trials))
@@ -101,9 +106,7 @@ def sampler(sweep: SweepConfig, seed: int) -> optuna.samplers.BaseSampler:
         return Grid(grid, seed=0)
     if sweep.mode == "accuracy_and_spread":
         return optuna.samplers.NSGAIISampler(seed=seed)
-    with warnings.catch_warnings():  # constant_liar is "experimental" since Optuna 2.8
-        warnings.simplefilter("ignore", ExperimentalWarning)
-        return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+    return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
 
 
 def prepare_study(base: Config, storage: RDBStorage) -> optuna.Study:
@@ -121,7 +124,7 @@ def prepare_study(base: Config, storage: RDBStorage) -> optuna.Study:
     study.set_user_attr("git_commit", provenance()["git.commit"])
     if study.trials or base.sweep.sampler == "grid":  # a grid takes no trial out of turn
         return study
-    if (default := default_params(base, base.sweep.space)) is not None:
+    if (default := default_params(base)) is not None:
         study.enqueue_trial(default, user_attrs={"default": True})
     return study
 
@@ -188,13 +191,12 @@ def trial_config(base: Config, params: dict[str, Any]) -> Config:
     return config.model_copy(update={"output_dir": str(folder), "seeds": seeds})
 
 
-def default_params(base: Config, space: dict[str, SearchRange]) -> dict[str, Any] | None:
+def default_params(base: Config) -> dict[str, Any] | None:
     """The base config's own values for the swept settings, if they lie in the space."""
     params = {}
-    for key, spec in space.items():
+    for key, spec in base.sweep.space.items():
         section, name = setting_path(key).split(".")
         params[key] = value = getattr(getattr(base, section), name)
-        inside = spec.low <= value <= spec.high if spec.choices is None else value in spec.choices
-        if not inside:
+        if not (spec.low <= value <= spec.high if spec.choices is None else value in spec.choices):
             return None
     return params

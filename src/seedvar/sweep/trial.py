@@ -107,8 +107,7 @@ class TrialRun:
     def record(self) -> list[float]:
         """Record a finished trial: mean and std across seeds of every accuracy column and each
         diagnostic set's headline mean, as user attributes (with where its seeds are) and on its
-        run; returns its objectives (mean primary accuracy; accuracy_and_spread: also the std of
-        the first diagnostic set's headline mean)."""
+        run; returns its objectives (`search.axes_of`)."""
         config, rows = self.config, []
         for seed in sorted(self.results):
             metrics = self.results[seed].metrics or {}
@@ -128,10 +127,8 @@ class TrialRun:
         logged = {f"{s}/{keys.get(c) or safe_key(c)}": summary[f"{s}/{c}"] for s, c in named}
         assert self.run is not None  # opened when it started
         self.run.log_raw_metrics(logged)
-        values = [summary[f"mean/{primary_column(config.task)}"]]
-        if config.sweep.mode == "accuracy_and_spread":
-            values.append(summary[f"std/{headline_mean_column(next(iter(config.diagnostics)))}"])
-        return values
+        accuracy, spread, _ = search.axes_of(config)
+        return [summary[accuracy], summary[spread]][: len(self.trial.study.directions)]
 
 
 @dataclass
@@ -151,8 +148,7 @@ class Driver:
     submitted: int = 0  # seeds
 
     def run(self) -> None:
-        with warnings.catch_warnings():  # "experimental" since Optuna 2.9
-            warnings.simplefilter("ignore", ExperimentalWarning)
+        with warnings.catch_warnings(action="ignore", category=ExperimentalWarning):  # Optuna 2.9
             fail_stale_trials(self.study)
         for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             self.echo(f"trial {frozen.number}: taken up again (its driver died)")

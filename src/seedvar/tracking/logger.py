@@ -11,7 +11,7 @@ from seedvar.tracking.retry import retried
 
 
 class RunLogger(MLFlowLogger):
-    """MLFlowLogger on a run seedvar opened (and ends, after evaluation), each write `retried`.
+    """MLFlowLogger on a run seedvar opened (and ends, after evaluation), its metrics `retried`.
     `guard` runs before each write (it may raise to stop a process that lost the run); steps up
     to `after_step` are not logged again (a resumed attempt retraces those since its checkpoint)."""
 
@@ -30,10 +30,6 @@ class RunLogger(MLFlowLogger):
         if self._after_step is not None and step is not None and step <= self._after_step:
             return
         retried(super().log_metrics)(metrics, step)
-
-    def log_hyperparams(self, params: Any) -> None:
-        self._guard()
-        retried(super().log_hyperparams)(params)
 
     def finalize(self, status: str = "success") -> None:
         """Leave the run open: evaluation and publishing still follow training."""

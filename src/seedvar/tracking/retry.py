@@ -63,7 +63,6 @@ class RetryingClient(MlflowClient):
     create_run = retried(MlflowClient.create_run)
     update_run = retried(MlflowClient.update_run)
     set_terminated = retried(MlflowClient.set_terminated)
-    set_tag = retried(MlflowClient.set_tag)
     log_batch = retried(MlflowClient.log_batch)
     log_inputs = retried(MlflowClient.log_inputs)
     log_outputs = retried(MlflowClient.log_outputs)

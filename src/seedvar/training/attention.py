@@ -1,11 +1,6 @@
-"""Attention without a host sync per step.
-
-transformers builds SDPA's padding mask with a shortcut: where no token of the batch is padding
-it passes no mask at all, which it finds out with `padding_mask.all()`, a value the CPU must wait
-for on every forward pass (on a GPU the step's queue drains: the GPU idles while Python catches
-up). Here the mask is always built; a batch without padding gets a mask that masks nothing, the
-same attention.
-"""
+"""Attention without a host sync per step: transformers passes SDPA no padding mask where a
+batch has no padding, found by `padding_mask.all()`, which the CPU waits for on every forward
+pass (a GPU idles meanwhile). Here the mask is always built: without padding it masks nothing."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import lightning as L
 import torch
+from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Sampler
 
 from seedvar.training.resume import batches_done_in_epoch
@@ -24,17 +25,14 @@ class PadToLongest:
     pad_token_id: int
 
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        longest = max(len(row["input_ids"]) for row in rows)
         batch: dict[str, torch.Tensor] = {}
         for name in rows[0]:
             if name == "labels":
                 batch[name] = torch.tensor([row[name] for row in rows], dtype=torch.long)
                 continue
             fill = self.pad_token_id if name == "input_ids" else 0
-            padded = torch.full((len(rows), longest), fill, dtype=torch.long)
-            for i, row in enumerate(rows):
-                padded[i, : len(row[name])] = torch.tensor(row[name], dtype=torch.long)
-            batch[name] = padded
+            values = [torch.tensor(row[name], dtype=torch.long) for row in rows]
+            batch[name] = pad_sequence(values, batch_first=True, padding_value=fill)
         return batch
 
 

@@ -42,18 +42,11 @@ def dropped(tensor: torch.Tensor, rate: float) -> torch.Tensor:
     return tensor * (keep_mask(tensor.shape, rate).to(tensor.dtype) / (1 - rate))
 
 
-class BitDropout(nn.Module):
+class BitDropout(nn.Dropout):
     """nn.Dropout with masks from `keep_mask`."""
-
-    def __init__(self, rate: float) -> None:
-        super().__init__()
-        self.p = rate
 
     def forward(self, tensor: torch.Tensor) -> torch.Tensor:
         return dropped(tensor, self.p) if self.training else tensor
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}"
 
 
 def attention(

@@ -16,18 +16,13 @@ FUSED_PRECISIONS = ("32-true", "bf16-mixed")
 
 
 class NLIClassifier(L.LightningModule):
-    """Fine-tunes `model`; reports validation accuracy once per epoch.
+    """Fine-tunes `model`; reports validation accuracy (as `validation_key`) once per epoch.
 
-    The loss goes to the logger at the Trainer's `log_every_n_steps` and to the progress bar
-    only every `log_every_n_steps` steps: Lightning turns progress-bar values into Python
-    floats, which on a GPU waits for the step to finish. For the same reason a non-finite loss
-    is remembered on the device and checked (training stops with DivergedError) only at those
-    steps and at the end of every epoch.
-    `total_steps`: optimizer steps of the whole run, for the schedule. (Given, not read from
-    `trainer.estimated_stepping_batches`: that builds the training loader before Lightning
-    restores a checkpoint, and the loader's restored position would then be ignored.)
-    `validation_key`: the name validation accuracy is logged under (a sweep's pruner reads it).
-    `compile`: torch.compile the model's forward in place (weights keep their names).
+    The progress bar shows the loss only every `log_every_n_steps` steps, and a non-finite loss,
+    kept on the device, is checked (DivergedError) only then and at each epoch's end: reading
+    either on the host waits for a GPU's step. `total_steps` (the schedule's) is given, not
+    `trainer.estimated_stepping_batches`, which builds the training loader before a checkpoint
+    restores its position. `compile`: torch.compile the forward in place (same weight names).
     """
 
     def __init__(

@@ -1,11 +1,6 @@
-"""Resumable seeds: a checkpoint of everything training needs to continue exactly.
-
-Every few minutes of training (`train.checkpoint_every_minutes`; or every n optimizer steps)
-the Trainer state (weights, optimizer, scheduler, loop progress, the
-training loader's position in the epoch via its `state_dict`) and the RNG state (dropout) are
-saved atomically. A seed started again with that checkpoint present continues from it; on
-CPU its final predictions equal those of an uninterrupted run.
-"""
+"""Resumable seeds: a checkpoint of all training needs to continue exactly (weights, optimizer,
+scheduler, loop progress, the training loader's position, the RNG), saved atomically; on a CPU
+a resumed seed's final predictions equal those of an uninterrupted run."""
 
 from __future__ import annotations
 
