@@ -103,11 +103,9 @@ def _decisions(shape, stds, seed: int, columns: int = 1) -> np.ndarray:
     for study in range(STUDIES):
         tests = []
         for column in range(columns):
-            accuracy, noise = _simulated(rng, shape, stds)
+            accuracy, _ = _simulated(rng, shape, stds)
             tests.append(
-                compare_sources(
-                    "x", accuracy, noise, seed=study * columns + column, draws=FEW_DRAWS
-                )
+                compare_sources("x", accuracy, seed=study * columns + column, draws=FEW_DRAWS)
             )
         _, rejected = holm([t.p_value for t in tests])
         found[study] = [np.sign(t.difference_var) * r for t, r in zip(tests, rejected, strict=True)]
@@ -146,10 +144,10 @@ def test_square_design_p_is_the_two_sided_f_test():
     the data-order mean square (to the pivot draws' error)."""
     rng = np.random.default_rng(4)
     for _ in range(5):
-        accuracy, noise = _simulated(rng, (4, 4), (0.03, 0.02, 0.01))
+        accuracy, _ = _simulated(rng, (4, 4), (0.03, 0.02, 0.01))
         squares = mean_squares(accuracy)
         below = stats.f.cdf(squares.init / squares.order, 3, 3)
-        found = compare_sources("x", accuracy, noise)
+        found = compare_sources("x", accuracy)
         assert found.p_value == pytest.approx(2 * min(below, 1 - below), abs=0.01)
         assert found.difference_var == pytest.approx((squares.init - squares.order) / 4)
 
@@ -209,7 +207,7 @@ def test_identical_cells_give_zero_components_and_the_note():
     assert found[2].note is not None and "0.0 points: the interaction is not identified" in (
         note(found[2].note)
     )
-    assert compare_sources("x", cells, 0.01**2).p_value == 1.0
+    assert compare_sources("x", cells).p_value == 1.0
 
 
 def _three_by_four():

@@ -14,7 +14,6 @@ from seedvar.config import load_config
 from seedvar.data.sources import canonical, check_groups, read_source
 from seedvar.declared import Diagnostic, Group, task_to_diagnostic
 from seedvar.metrics import (
-    accuracy,
     diagnostic_columns,
     in_distribution_column,
     majority_share_column,
@@ -153,12 +152,6 @@ def test_hans_metrics_per_template():
     assert keys["template/ln_passive/temp1"] == "hans/template/ln_passive/temp1"
     sizes = {column.name: column.size for column, _ in columns}
     assert sizes["template/ln_passive/temp1"] == 2 and sizes["ln_passive"] == 3
-
-
-def test_mnli_accuracy():
-    assert accuracy(np.array([0, 1, 2, 2]), np.array([0, 2, 2, 2])) == 0.75
-    with pytest.raises(ValueError):
-        accuracy(np.array([]), np.array([]))
 
 
 def test_mlflow_keys_are_valid_and_distinct():

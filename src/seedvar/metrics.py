@@ -37,13 +37,6 @@ def validation_key(set_name: str) -> str:
     return f"val/{set_name}_accuracy"
 
 
-def accuracy(gold: np.ndarray, predicted: np.ndarray) -> float:
-    """Fraction of equal labels."""
-    if len(gold) == 0:
-        raise ValueError("accuracy of an empty set")
-    return float(np.mean(np.asarray(gold) == np.asarray(predicted)))
-
-
 def majority_share(predicted: np.ndarray) -> float:
     """Share of the most frequent predicted label: 1.0 for a seed that predicts one class."""
     return float(np.bincount(np.asarray(predicted)).max() / len(predicted))

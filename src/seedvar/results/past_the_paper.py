@@ -75,7 +75,7 @@ def component_table(
     ordered = table.sort_values("seed")  # job k: init k // n_data, data order k % n_data
     for column in columns:
         values = ordered[column].to_numpy(dtype=float).reshape(config.factorial.shape)
-        compared = compare_sources(column, values, float(noise[column]))
+        compared = compare_sources(column, values)
         tested = {"init_minus_order_var": compared.difference_var}
         tested["init_vs_order_p"] = compared.p_value
         rows += [vars(c) | tested for c in components(column, values, float(noise[column]))]

@@ -143,11 +143,10 @@ def components(
 
 
 def compare_sources(
-    column: str, cells: np.ndarray, noise_var: float, seed: int = 0, draws: int = DRAWS
+    column: str, cells: np.ndarray, seed: int = 0, draws: int = DRAWS
 ) -> SourceComparison:
     """Init against data order: var_init - var_order and its two-sided generalized p on the
-    pivot draws (the F test in square designs); `noise_var` cancels, taken for symmetry."""
-    del noise_var
+    pivot draws (the F test in square designs); the evaluation noise cancels."""
     ms = mean_squares(cells)
     init, order = ms.raw_variances(ms.observed())
     drawn_init, drawn_order = ms.raw_variances(ms.pivot_draws(seed, draws))
