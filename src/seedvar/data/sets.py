@@ -205,16 +205,16 @@ def check_headline(examples: pd.DataFrame, diagnostic: Diagnostic, name: str) ->
             )
 
 
-def augmentation(config: Config, diagnostics: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def augmentation(config: Config, whole: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """`data.augment_examples` pairs of the task's augmentation set (even over its `stratify`
     groups) as task examples, their labels mapped by `to_task`. Refuses any pair that is also
-    in the diagnostic set it must be disjoint from (`diagnostics`: whole sets by name)."""
+    in the diagnostic set it must be disjoint from (`whole`: the study's sets by name, whole)."""
     task, declared = config.task, config.task.augmentation
     assert declared is not None  # the config's checks: augment_examples needs an augmentation
     examples = without_held_out(augmentation_reading(task, declared).load(config), declared)
     chosen = subsample(examples, config.data.augment_examples, stratify=declared.stratify)
     if declared.disjoint_from:
-        held_out = diagnostics[declared.disjoint_from]
+        held_out = whole[declared.disjoint_from]
         leaked = set(_pairs(chosen, task.text)) & set(_pairs(held_out, task.text))
         if leaked:
             raise DataError(

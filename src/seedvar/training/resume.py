@@ -1,6 +1,7 @@
 """Resumable seeds: a checkpoint of all training needs to continue exactly (weights, optimizer,
-scheduler, loop progress, the training loader's position, the RNG), saved atomically; on a CPU
-a resumed seed's final predictions equal those of an uninterrupted run."""
+scheduler, loop progress, the training loader's position, the RNG), saved atomically every
+`train.checkpoint_every_minutes` (or n steps); on a CPU a resumed seed's final predictions
+equal those of an uninterrupted run."""
 
 from __future__ import annotations
 
