@@ -23,7 +23,7 @@ MNLI_COLUMNS = ["id", "premise", "hypothesis", "label"]
 CONFIG = load_config(None, profile="smoke")  # the paper's declaration: MNLI -> HANS
 TASK = CONFIG.task
 HANS = CONFIG.diagnostics["hans"]
-HANS_GROUPS = {group: declared.optional for group, declared in HANS.groups.items()}
+HANS_GROUPS = list(HANS.groups)
 NO_DOWNLOADS = Path("unused-download-dir")  # file sources never download
 
 
@@ -83,7 +83,7 @@ def test_real_hans_parquet_has_30_subcases_of_1000(tmp_path: Path):
     frame = load_hans(OFFLINE / "hans" / "validation.parquet", tmp_path)
     assert len(frame) == 30000
     assert frame.groupby("subcase").size().eq(1000).all() and frame["subcase"].nunique() == 30
-    assert frame["template"].isna().all()
+    assert frame["template"].notna().all() and frame["template"].nunique() == 60  # recovered
     assert set(frame["label"]) == {0, 1}
 
 
@@ -93,6 +93,7 @@ def test_hans_labels_by_name_and_number():
         "hypothesis": ["a", "b", "c"],
         "heuristic": ["lexical_overlap"] * 3,
         "subcase": ["ln_passive"] * 3,
+        "template": ["temp20"] * 3,
     }
     frame = hans_examples(pd.DataFrame({**base, "label": ["entailment", 1, "0"]}), "t")
     assert frame["label"].tolist() == [0, 1, 0]
@@ -108,6 +109,7 @@ def hans_rows(heuristic: list[str], subcase: list[str]) -> pd.DataFrame:
             "gold_label": ["non-entailment"] * n,
             "heuristic": heuristic,
             "subcase": subcase,
+            "template": ["temp1"] * n,
         }
     )
 
@@ -132,6 +134,8 @@ def test_unknown_hans_groups_are_refused():
 def test_hans_without_a_group_column_or_its_values_is_refused():
     with pytest.raises(DataError, match="t: no column for subcase"):
         hans_examples(hans_rows(["lexical_overlap"], ["ln_passive"]).drop(columns="subcase"), "t")
+    with pytest.raises(DataError, match="t: no column for template"):  # the noise's unit
+        hans_examples(hans_rows(["lexical_overlap"], ["ln_passive"]).drop(columns="template"), "t")
     with pytest.raises(DataError, match="t: group 'subcase' has no values"):
         hans_examples(hans_rows(["lexical_overlap"], [""]), "t")
 

@@ -264,12 +264,16 @@ def test_held_out_groups_of_the_augmentation_are_never_drawn():
     ("overrides", "column"),
     [
         (["diagnostics.mine.groups={topic: {}}"], "topic (tried topic: ['topic'])"),
-        (["diagnostics.mine.groups={topic: {optional: true}}"], None),
-        (  # the group a set is drawn evenly over is needed, optional or not
+        (  # the units the evaluation noise resamples: never a silent fallback to examples
             [
-                "diagnostics.mine.groups={topic: {optional: true}}",
-                "diagnostics.mine.stratify=topic",
+                "diagnostics.mine.groups={topic: {}}",
+                "diagnostics.mine.clusters=[topic]",
+                "diagnostics.mine.strata=topic",
             ],
+            "topic (tried topic: ['topic'])",
+        ),
+        (  # the group a set is drawn evenly over
+            ["diagnostics.mine.groups={topic: {}}", "diagnostics.mine.stratify=topic"],
             "topic (tried topic: ['topic'])",
         ),
         (  # the set's fields, merged over the task's
@@ -278,10 +282,10 @@ def test_held_out_groups_of_the_augmentation_are_never_drawn():
         ),
         (["diagnostics.mine.fields.label=[gold_label]"], "label (tried label: ['gold_label'])"),
     ],
-    ids=["group", "optional group", "stratify", "text", "label"],
+    ids=["group", "clusters", "stratify", "text", "label"],
 )
 def test_a_declared_column_the_file_lacks_is_one_line_in_config_and_before_loading(
-    study_dir: Path, overrides: list[str], column: str | None
+    study_dir: Path, overrides: list[str], column: str
 ):
     """From the file's header alone: `seedvar config` said nothing, and `prepare` stopped only
     after loading every set."""
@@ -289,9 +293,6 @@ def test_a_declared_column_the_file_lacks_is_one_line_in_config_and_before_loadi
     settings = ["--params", params_with(study_dir / "params.yaml")]
     settings += [part for override in overrides for part in ("--set", override)]
     done = run_command(seedvar("config", *settings), timeout=QUICK)
-    if column is None:
-        assert done.returncode == 0, done.stderr
-        return
     one_line_error(
         done,
         f"diagnostics.mine (mine.csv): no column for {column}; found context, claim, verdict, "

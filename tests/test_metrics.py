@@ -208,18 +208,23 @@ def test_a_multi_valued_group_gives_a_coarse_column_and_one_per_value():
     assert result[majority_share_column("probe")] == pytest.approx(3 / 5)
 
 
-def test_the_real_offline_hans_set_gives_the_official_scorers_37_columns(tmp_path: Path):
+def test_the_real_offline_hans_set_gives_the_official_scorers_37_columns_and_its_templates(
+    tmp_path: Path,
+):
     frame, origin = read_source(str(OFFLINE / "hans" / "validation.parquet"), tmp_path)
-    groups = {group: declared.optional for group, declared in HANS.groups.items()}
+    groups = list(HANS.groups)
     examples = canonical(frame, HANS.fields, TASK.text, HANS.labels, origin, groups)
     check_groups(examples, HANS, origin)
     columns = [column for column, _ in diagnostic_columns("hans", HANS, examples)]
     sizes = {column.name: column.size for column in columns}
-    assert len(columns) == len(sizes) == 37  # no templates in the offline copy
-    assert sizes == {OVERALL: 30000, **dict.fromkeys(HEURISTIC_COLUMNS, 5000)} | dict.fromkeys(
+    templates = {name: size for name, size in sizes.items() if name.startswith("template/")}
+    assert len(columns) == len(sizes) == 37 + 60  # the official 37, and the 60 templates
+    official = {name: size for name, size in sizes.items() if name not in templates}
+    assert official == {OVERALL: 30000, **dict.fromkeys(HEURISTIC_COLUMNS, 5000)} | dict.fromkeys(
         SUBCASES, 1000
     )
-    assert sorted(sizes) == sorted(REFERENCE.columns[2:])
+    assert sorted(official) == sorted(REFERENCE.columns[2:])
+    assert sum(templates.values()) == 30000
 
 
 def test_a_nested_group_with_some_values_missing_scores_the_present_ones():
@@ -234,7 +239,7 @@ def test_a_nested_group_with_some_values_missing_scores_the_present_ones():
             "template": ["temp1", "", "temp1"],  # one example of no known template
         }
     )
-    groups = {group: declared.optional for group, declared in HANS.groups.items()}
+    groups = list(HANS.groups)
     examples = canonical(raw, HANS.fields, TASK.text, HANS.labels, "t", groups)
     sizes = {column.name: column.size for column, _ in diagnostic_columns("hans", HANS, examples)}
     assert sizes["template/ln_passive/temp1"] == 2

@@ -204,6 +204,18 @@ class RayConfig(Section):
         return float(value)
 
 
+class PlanConfig(Section):
+    """The analysis plan, declared before the seeds train (each seed records it): the seed
+    counts at which the verdict is read, its family-wise alpha and how the looks spend it, the
+    tested columns whose rule training showed (held in), and the negative control's seeds.csv."""
+
+    looks: list[Annotated[StrictInt, Field(gt=1)]] | None = None  # null: one, at the seeds listed
+    alpha: Finite = Field(default=0.05, gt=0, lt=0.5)
+    spending: Literal["obrien-fleming"] = "obrien-fleming"
+    held_in: list[str] = []
+    control: str | None = None  # the same recipe and seeds with the manipulation off
+
+
 class FactorialConfig(Section):
     """A factorial seed design: every pair of an init seed and a data-order seed, one seed job
     each (job k: init_seeds[k // len(data_seeds)], data_seeds[k % len(data_seeds)]). Both null:
@@ -263,6 +275,7 @@ class Config(Section):
     task: Task
     diagnostics: dict[str, Diagnostic]
     reference: Reference | None = Field(default=None, json_schema_extra=OUTSIDE_RECIPE)
+    plan: PlanConfig = Field(PlanConfig(), json_schema_extra=OUTSIDE_RECIPE)
     data: DataConfig
     train: TrainConfig
     tracking: TrackingConfig = Field(json_schema_extra=OUTSIDE_RECIPE)

@@ -79,7 +79,6 @@ class Group(Section):
     values: list[str] | None = None  # the values there may be (a check of the data)
     names: dict[str, str] = {}  # a value -> how columns name it
     by_label: dict[str, str] | None = None  # one column per value and gold label (its name)
-    optional: StrictBool = False  # the column may be missing from the set (HANS's templates)
     column: str | None = None  # column name: {set} {group} {value} {name} {parent} {label}
     key: str | None = None  # MLflow key, the same placeholders (and {name_lower})
 

@@ -102,7 +102,7 @@ class Reading:
     fields: Fields  # merged over the task's
     text: list[str]
     labels: list[str]
-    groups: dict[str, bool] | None = None  # its group columns (True: optional)
+    groups: list[str] | None = None  # its group columns, every one required
     drop_labels: list[str] | None = None
 
     def load(self, config: Config) -> pd.DataFrame:
@@ -136,10 +136,7 @@ def task_reading(task: Task, source: str, fields: Fields | None = None) -> Readi
 
 def diagnostic_reading(task: Task, diagnostic: Diagnostic) -> Reading:
     """How a diagnostic set is read: its groups, the one it is drawn evenly over required."""
-    groups = {
-        group: declared.optional and group != diagnostic.stratify
-        for group, declared in diagnostic.groups.items()
-    }
+    groups = list(diagnostic.groups)
     fields = merged_fields(task, diagnostic.fields)
     return Reading(diagnostic.source, fields, task.text, diagnostic.labels, groups)
 
@@ -147,14 +144,14 @@ def diagnostic_reading(task: Task, diagnostic: Diagnostic) -> Reading:
 def augmentation_reading(task: Task, declared: Augmentation) -> Reading:
     """How the task's augmentation set is read (its stratify and held-out columns required)."""
     needed = [declared.stratify] if declared.stratify else []
-    groups = dict.fromkeys([*needed, *declared.held_out], False) or None
+    groups = [*needed, *declared.held_out] or None
     fields = merged_fields(task, declared.fields)
     return Reading(declared.source, fields, task.text, declared.labels, groups)
 
 
 def check_headers(config: Config) -> None:
     """Before any set is loaded: DataError for the first local source whose header lacks a
-    column its set needs (text, label, a group not optional, the stratify group), or whose
+    column its set needs (text, label, every declared group), or whose
     label column holds a value that is not a declared label (Reading.check_header)."""
     task = config.task
     task_reading(task, task.train).check_header("task.train")

@@ -41,12 +41,12 @@ def canonical(
     text: list[str],
     labels: list[str],
     origin: str,
-    groups: dict[str, bool] | None = None,
+    groups: list[str] | None = None,
     drop_labels: list[str] | None = None,
 ) -> pd.DataFrame:
     """Bring a raw table to the canonical schema. `fields`: per canonical field, the source
-    columns tried in order; `groups`: the group columns to keep (True: optional, None where the
-    table has none); `drop_labels`: label values that mark rows without a label."""
+    columns tried in order; `groups`: the group columns to keep, each required;
+    `drop_labels`: label values that mark rows without a label."""
     require_columns(list(map(str, frame.columns)), fields, needed_fields(text, groups), origin)
     column = {name: source_column(frame.columns, fields, name) for name in [*text, "label", "id"]}
     label_column = column["label"] or "label"
@@ -59,18 +59,16 @@ def canonical(
     for name in text:
         result[name] = frame[column[name]].to_list()
     result["label"] = map_labels(frame[label_column], labels, origin).to_list()
-    for group in groups or {}:
-        source = source_column(frame.columns, fields, group)
-        values = frame[source].to_list() if source else [None] * len(frame)
+    for group in groups or []:
+        values = frame[source_column(frame.columns, fields, group) or group].to_list()
         result[group] = [_group_value(value) for value in values]
     _require_text(result, text, origin)
     return result
 
 
-def needed_fields(text: list[str], groups: dict[str, bool] | None) -> list[str]:
-    """The canonical fields a set's source must hold: its text, its label, its groups but the
-    optional ones (`groups`: group -> optional)."""
-    return [*text, "label", *[g for g, optional in (groups or {}).items() if not optional]]
+def needed_fields(text: list[str], groups: list[str] | None) -> list[str]:
+    """The canonical fields a set's source must hold: its text, its label, its groups."""
+    return [*text, "label", *(groups or [])]
 
 
 def require_columns(columns: list[str], fields: Fields, needed: list[str], origin: str) -> None:
@@ -150,8 +148,6 @@ def check_groups(examples: pd.DataFrame, diagnostic: Diagnostic, origin: str) ->
     for group, declared in diagnostic.groups.items():
         present = examples[group].dropna()
         if present.empty:
-            if declared.optional:
-                continue
             raise DataError(f"{origin}: group {group!r} has no values; fill in its column")
         values = present.str.split(declared.split).explode() if declared.split else present
         unknown = sorted(set(values) - set(declared.values or values))

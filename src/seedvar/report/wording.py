@@ -15,10 +15,12 @@ from seedvar.declared import primary_column
 from seedvar.results.aggregate import aggregate, write_json
 from seedvar.results.evidence import Evidence
 from seedvar.results.past_the_paper import JOINT, OURS
+from seedvar.results.plan import plan_hash
 from seedvar.stats.analysis import LEAD_RATIO
 from seedvar.stats.bounds import STD_FLOOR, STD_RATIO
 from seedvar.stats.components import ALPHA, COMPONENTS, holm
 from seedvar.stats.correlation import Prediction
+from seedvar.stats.plan import ControlTest
 from seedvar.stats.power import DESIGN_POWER, DESIGN_SEED_STD, MAX_SEEDS
 from seedvar.stats.reason import Reason
 from seedvar.stats.sweep import SweepVerdict
@@ -68,12 +70,41 @@ def reason_text(reason: Reason) -> str:
         case "passes":
             bounds = ", ".join(f"{column} {_points(low)}" for column, low in n["bounds"].items())
             free = ", ".join(_points(low) for low in n["bias_free"].values())
+            free_margin = n.get("bias_free_margin", n["margin"])
+            main = n.get("main_p") or {}
+            where = (
+                "; its seed main effect stands against the seed x subcase interaction ("
+                + ", ".join(f"quasi-F p = {p:.2g}" for p in main.values())
+                + "): the seeds differ on the heuristic, not only on its subcases"
+                if main
+                else ": the claim covers these examples (no subcases to test it beyond them)"
+            )
             return (
                 f"reproduces: the seed-std lower bound of {bounds} exceeds the margin "
                 f"{_points(n['margin'])} points ({STD_RATIO:g} x {n['reference']}'s seed-std "
                 f"upper bound, at least {_points(STD_FLOOR)}) at family-wise alpha "
-                f"{n['alpha']:.3g}, and so does that of its {measure} ({free}): the seeds differ "
-                "in how they generalize, not only in how often they answer a label"
+                f"{n['alpha']:.3g}, and so does that of its {measure} ({free} > "
+                f"{_points(free_margin)}, the same margin on the {measure}'s own scale){where}"
+            )
+        case "subcases only":
+            main_p, inter = n.get("main_p"), n.get("interaction_p")
+            main_text = "untested" if main_p is None else f"quasi-F p = {main_p:.2g}"
+            inter_text = "untested" if inter is None else f"p = {inter:.2g}"
+            return (
+                f"inconclusive: {n['column']} and its {measure} spread across seeds (lower bound "
+                f"{_points(n['bias_free_lower'])} > margin {_points(n['bias_free_margin'])}), "
+                f"but the seed main effect does not stand against the seed x subcase "
+                f"interaction ({main_text}, level {n['level']:.2g}; main-effect sd "
+                f"{_points(n.get('main_sd', 0.0))}, interaction sd "
+                f"{_points(n.get('interaction_sd', 0.0))} points; the interaction against the "
+                f"evaluation noise {inter_text}): the seeds differ on individual subcases, not "
+                "shown to differ on the heuristic"
+            )
+        case "rule not learned":
+            return (
+                f"inconclusive: the held-in {n['column']}'s {measure} (mean "
+                f"{n['mean']:.3f}) is not shown above chance (one-sided p = {p:.2g}): the rule "
+                "training showed was not learned, so the study is no positive control"
             )
         case "label bias" | "not separated":
             head = (
@@ -224,13 +255,61 @@ def verdict_record(decision: Verdict, evidence: Evidence) -> dict[str, object]:
         "rule": decision.reason.rule,
         "numbers": decision.reason.numbers,
         "margin": decision.margin,
+        "bias_free_margin": decision.bias_free_margin,
         "null_margin": decision.null_margin,
         "min_seeds": decision.min_seeds,
         "design": asdict(evidence.design),
         "noise_method": {c: found.method for c, found in evidence.noise.items()},
         "columns": [_worded(column) for column in decision.columns],
         "tests": [asdict(test) for test in decision.tests],
+        "population": population(decision, evidence),
     }
+
+
+def plan_text(kept: Reason) -> str:
+    """Whether the analysis plan was kept, in one sentence."""
+    n = kept.numbers
+    looks = ", ".join(map(str, n["looks"]))
+    head = f"the plan (looks at {looks} seeds) spends alpha {n['alpha']:.3g} on this look"
+    match kept.rule:
+        case "kept":
+            return f"kept: {head} at {n['seeds']} seeds"
+        case "not kept: unplanned look":
+            return f"not kept: {n['seeds']} seeds is not a planned look; {head}"
+    return (
+        f"not kept: {n['foreign']} of {n['seeds']} seeds trained before this plan was "
+        f"declared (their config.yaml records none, or another); {head}"
+    )
+
+
+def control_record(tests: list[ControlTest], alpha: float) -> list[dict[str, object]]:
+    """Each compared column against the negative control, its numbers and its sentence
+    (one-sided, Bonferroni over the compared columns)."""
+    level = alpha / max(len(tests), 1)
+    found = []
+    for test in tests:
+        if test.p is None:
+            words = "not tested (too few seeds, or no spread)"
+        elif test.p < level:
+            words = f"exceeds the control's (p = {test.p:.2g} < {level:.2g})"
+        else:
+            words = f"not shown to exceed the control's (p = {test.p:.2g}, level {level:.2g})"
+        spread = f"seed std {_points(test.treated_std)} against {_points(test.control_std)}"
+        found.append(asdict(test) | {"text": f"{test.column}: {spread} points; {words}"})
+    return found
+
+
+def population(decision: Verdict, evidence: Evidence) -> dict[str, str]:
+    """Per tested column, what its claim covers: the heuristic (a seed main effect tested
+    against its subcases), else the examples, resampled as the noise says."""
+    found = {}
+    for test in decision.tests:
+        unit = evidence.noise[test.bias_free].method.split(" over ", 1)[-1]
+        if test.main_effect:
+            found[test.column] = f"the heuristic (its subcases random; noise over {unit})"
+        else:
+            found[test.column] = f"these examples (noise over {unit})"
+    return found
 
 
 def write_results(config: Config, runs_dir: Path, results_dir: Path) -> None:
@@ -240,6 +319,9 @@ def write_results(config: Config, runs_dir: Path, results_dir: Path) -> None:
     record["predicts"] = prediction_record(found.predicts)
     reference = found.reference_predicts
     record["reference_predicts"] = None if reference is None else prediction_record(reference)
+    kept = {"kept": plan_text(found.look.kept), "rule": found.look.kept.rule}
+    record["plan"] = asdict(found.look) | {"hash": plan_hash(config)} | kept
+    record["control"] = control_record(found.control, config.plan.alpha)
     write_json(results_dir / "verdict.json", record)
     correlations = pd.DataFrame([_worded(c) for c in found.correlations])
     correlations.to_csv(results_dir / "correlations.csv", index=False)

@@ -18,9 +18,11 @@ from seedvar.errors import SeedvarError
 from seedvar.metrics import MAJORITY_SHARE, Column, diagnostic_columns, majority_share_column
 from seedvar.results.evidence import Evidence, answers, from_predictions
 from seedvar.results.past_the_paper import write_further
+from seedvar.results.plan import control_tests, plan_look
 from seedvar.seeds.finished import FinishedSeed
 from seedvar.stats import analysis
 from seedvar.stats.correlation import Correlation, Prediction, correlate, predicts
+from seedvar.stats.plan import ControlTest, Look
 from seedvar.stats.verdict import Verdict, verdict
 
 SCATTER_X, SCATTER_Y = "in-distribution accuracy", "diagnostic accuracy"  # results/scatter.csv
@@ -37,6 +39,8 @@ class Aggregated:
     reference_predicts: Prediction | None
     correlations: list[Correlation]
     components: pd.DataFrame  # its notes as reasons
+    look: Look  # the analysis plan's look at these seeds
+    control: list[ControlTest]  # the treated spread against the negative control's
 
 
 def seed_table(runs_dir: Path, seeds: list[int], first: Sequence[str] = ()) -> pd.DataFrame:
@@ -120,7 +124,10 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> Aggregated:
     comparison.to_csv(results_dir / "comparison.csv", index_label="column")
     interaction = analysis.interaction_table(table, subgroups(config, runs_dir))
     interaction.to_csv(results_dir / "interaction.csv", index=False)
-    decision = verdict(table, evidence.noise, design, prediction_shares(config, table))
+    planned = plan_look(config, runs_dir)
+    shares = prediction_shares(config, table)
+    decision = verdict(table, evidence.noise, design, shares, planned.alpha, evidence.heuristics)
+    control = control_tests(config, table, design)
     variance = {column: found.paired_var for column, found in evidence.noise.items()}
     components = write_further(config, table, runs_dir, results_dir, variance, design.tested, paper)
     predicted = [*design.tested, *(c.name for c in diagnostics if c.key.endswith("/overall"))]
@@ -136,9 +143,8 @@ def aggregate(config: Config, runs_dir: Path, results_dir: Path) -> Aggregated:
     if paper is not None and base in paper:
         reference = predicts(paper, base, [c for c in predicted if c in paper])
     correlations = correlate(table, base, diagnostic)
-    return Aggregated(
-        evidence, decision, predicts(table, base, predicted), reference, correlations, components
-    )
+    found = (predicts(table, base, predicted), reference, correlations, components)
+    return Aggregated(evidence, decision, *found, planned, control)
 
 
 def subgroups(config: Config, runs_dir: Path) -> list[analysis.Subgroup]:

@@ -5,7 +5,7 @@ of rates (binomial noise; the equal-variance bias-free accuracy, the only one ra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -14,20 +14,25 @@ from scipy.special import logsumexp
 
 from seedvar import metrics
 from seedvar.config import Config
+from seedvar.data.sets import diagnostic_reading
 from seedvar.declared import Diagnostic, design_columns, in_distribution_name, task_to_diagnostic
 from seedvar.errors import SeedvarError
 from seedvar.seeds.finished import FinishedSeed
+from seedvar.stats.analysis import nested_subgroups
+from seedvar.stats.heuristic import HeuristicTest, heuristic_test
 from seedvar.stats.noise import Noise, Scored, binomial_noise, paired_auc_noise, paired_noise
 from seedvar.stats.verdict import Design, Measure
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """The seeds table (bias-free counterparts added), each column's noise, the design."""
+    """The seeds table (bias-free counterparts added), each column's noise, the design, and
+    each tested column's seed main-effect test where its scope has subcases."""
 
     table: pd.DataFrame
     noise: dict[str, Noise]
     design: Design
+    heuristics: dict[str, HeuristicTest] = field(default_factory=dict)
 
 
 def answers(runs_dir: Path, seeds: list[int], set_name: str) -> tuple[pd.DataFrame, np.ndarray]:
@@ -50,10 +55,10 @@ def auc_column(column: str) -> str:
 
 
 def label_scores(
-    runs_dir: Path, seeds: list[int], set_name: str, config: Config, declared: Diagnostic
+    runs_dir: Path, seeds: list[int], set_name: str, config: Config, target: np.ndarray
 ) -> np.ndarray:
-    """Seeds x examples x the diagnostic's labels: each label's log-odds from the saved logits."""
-    target = np.asarray(task_to_diagnostic(config.task, declared, set_name))
+    """Seeds x examples x labels: each label's log-odds from the saved logits, a label being the
+    task labels `target` maps to it (a diagnostic's: task_to_diagnostic; the task's: itself)."""
     names = [f"logit_{label}" for label in config.task.labels]
     found = []
     for seed in seeds:
@@ -64,18 +69,64 @@ def label_scores(
         logits = frame[names].to_numpy(float)
         odds = [
             logsumexp(logits[:, target == x], axis=1) - logsumexp(logits[:, target != x], axis=1)
-            for x in range(len(declared.labels))
+            for x in range(int(target.max()) + 1)
         ]
         found.append(np.stack(odds, axis=-1))
     return np.stack(found)
 
 
 def _design(config: Config, gold: dict[str, np.ndarray], measure: Measure) -> Design:
-    """The design, each reference column with its set's majority-class share (`gold`)."""
+    """The design, each reference column with its set's majority-class share (`gold`); on the
+    AUC, each reference's own AUC sets the counterparts' margin (one scale)."""
     reference, tested = design_columns(config.task, config.diagnostics)
     majority = {c: float(np.bincount(g).max() / len(g)) for c, g in gold.items()}
     name = auc_column if measure == "AUC" else metrics.bias_free_column
-    return Design(reference, tested, majority, {c: name(c) for c in tested}, measure)
+    own = {c: auc_column(c) for c in reference} if measure == "AUC" else {}
+    held_in = tuple(config.plan.held_in)
+    return Design(reference, tested, majority, {c: name(c) for c in tested}, measure, own, held_in)
+
+
+def unit_values(
+    config: Config, set_name: str, examples: pd.DataFrame, group: str | None
+) -> np.ndarray | None:
+    """Each example's value of a declared cluster or stratum group (None: none declared), from
+    the seeds' predictions, or from the declared source by example id where the predictions
+    predate the column (HANS's templates, recovered after those seeds were evaluated)."""
+    if group is None:
+        return None
+    if group in examples and examples[group].notna().all():
+        return examples[group].astype(str).to_numpy()
+    declared = config.diagnostics[set_name]
+    source = diagnostic_reading(config.task, declared).load(config).set_index("id")[group]
+    values = examples["id"].map(source)
+    if values.isna().any():
+        raise SeedvarError(
+            f"diagnostics.{set_name}: {values.isna().sum()} evaluated examples have no {group} "
+            f"in {declared.source}; give the set its {group} column, or declare "
+            f"`clusters: []` / `strata: null` to resample single examples"
+        )
+    return values.astype(str).to_numpy()
+
+
+def heuristic_tests(
+    scored: Scored, set_name: str, declared: Diagnostic, examples: pd.DataFrame, tested: list
+) -> dict[str, HeuristicTest]:
+    """Per tested column whose AUC scope is exactly a nested group's one-label subgroups
+    (HANS: a heuristic's subcases), its seed main effect against the seed x subcase
+    interaction (`heuristic_test`)."""
+    masks = dict((c.name, m) for c, m in metrics.diagnostic_columns(set_name, declared, examples))
+    scopes = metrics.bias_free_scopes(set_name, declared, examples)
+    found = {}
+    for subgroup in nested_subgroups(set_name, declared, examples):
+        union = np.logical_or.reduce([masks[c] for c in subgroup.columns])
+        for column in [c for c in tested if c in scopes and np.array_equal(scopes[c], union)]:
+            if len(set(subgroup.labels)) != 2:
+                continue
+            subcase = np.full(len(union), -1)
+            for code, name in enumerate(subgroup.columns):
+                subcase[masks[name]] = code
+            found[column] = heuristic_test(scored.subset(union), subcase[union])
+    return found
 
 
 def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evidence:
@@ -84,23 +135,32 @@ def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evi
     noise: dict[str, Noise] = {}
     golds: dict[str, np.ndarray] = {}
     extra: dict[str, np.ndarray] = {}
+    heuristics: dict[str, HeuristicTest] = {}
     for name, evaluated in task.evaluation.items():
         examples, predicted = answers(runs_dir, seeds, name)
         accuracy = in_distribution_name(name, evaluated)
         golds[accuracy] = gold = examples["gold"].to_numpy()
         scored = Scored(gold, predicted, len(task.labels))
         noise[accuracy] = paired_noise(scored, metrics.accuracy_of_counts)
+        if evaluated.headline:
+            own = np.arange(len(task.labels))
+            scores = label_scores(runs_dir, seeds, name, config, own)
+            found_auc = paired_auc_noise(Scored(gold, predicted, len(own), scores=scores))
+            noise[auc_column(accuracy)] = found_auc
+            extra[auc_column(accuracy)] = np.asarray(found_auc.values)
     _, tested = design_columns(config.task, config.diagnostics)
     for name, declared in config.diagnostics.items():
         examples, predicted = answers(runs_dir, seeds, name)
         gold = examples["gold"].to_numpy()
-        found = [c for c in declared.clusters if c in examples and examples[c].notna().any()]
+        cluster = declared.clusters[0] if declared.clusters else None
         clusters, strata = (
-            examples[c].astype(str).to_numpy() if c in examples else None
-            for c in (found[0] if found else None, declared.strata)
+            unit_values(config, name, examples, g) for g in (cluster, declared.strata)
         )
-        scores = label_scores(runs_dir, seeds, name, config, declared)
-        scored = Scored(gold, predicted, len(declared.labels), clusters, strata, scores)
+        target = np.asarray(task_to_diagnostic(config.task, declared, name))
+        scores = label_scores(runs_dir, seeds, name, config, target)
+        units = (f"{cluster}s", f"{declared.strata}s")
+        scored = Scored(gold, predicted, len(declared.labels), clusters, strata, scores, units)
+        heuristics |= heuristic_tests(scored, name, declared, examples, list(tested))
         scopes = metrics.bias_free_scopes(name, declared, examples)
         for column, mask in metrics.diagnostic_columns(name, declared, examples):
             noise[column.name] = paired_noise(scored.subset(mask), metrics.accuracy_of_counts)
@@ -112,7 +172,7 @@ def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evi
                 if rest.any():
                     hits = predicted[:, rest] == gold[rest]
                     extra[metrics.other_labels_column(column.name)] = hits.mean(axis=1)
-    return Evidence(table.assign(**extra), noise, _design(config, golds, "AUC"))
+    return Evidence(table.assign(**extra), noise, _design(config, golds, "AUC"), heuristics)
 
 
 def _rate_noise(rates: list[np.ndarray], sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:

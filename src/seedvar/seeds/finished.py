@@ -23,8 +23,13 @@ PREDICTIONS = "predictions"  # one parquet file per evaluated set
 
 
 def read_config(path: Path) -> Config:
-    """The recipe a seed's config.yaml records."""
-    return validate(yaml.safe_load(path.read_text()), source=str(path))
+    """The recipe a seed's config.yaml records (a group's `optional`, recorded before every
+    declared group was required, dropped: it never changed what a seed computed)."""
+    raw = yaml.safe_load(path.read_text())
+    for diagnostic in (raw.get("diagnostics") or {}).values():
+        for group in (diagnostic or {}).get("groups", {}).values():
+            group.pop("optional", None)
+    return validate(raw, source=str(path))
 
 
 @dataclass(frozen=True)

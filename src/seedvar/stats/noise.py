@@ -32,6 +32,7 @@ class Scored:
     clusters: np.ndarray | None = None
     strata: np.ndarray | None = None
     scores: np.ndarray | None = None
+    units: tuple[str, str] = ("clusters", "strata")  # what the clusters and strata are (plural)
 
     def subset(self, mask: np.ndarray) -> Scored:
         """The same seeds on the examples of `mask`."""
@@ -42,6 +43,7 @@ class Scored:
             None if self.clusters is None else self.clusters[mask],
             None if self.strata is None else self.strata[mask],
             None if self.scores is None else self.scores[:, mask],
+            self.units,
         )
 
 
@@ -63,27 +65,47 @@ def confusion(gold: np.ndarray, predicted: np.ndarray, n_labels: int) -> np.ndar
     return counts.reshape(len(codes), n_labels, n_labels).astype(float)
 
 
-def _units(scored: Scored) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Each example's resampling unit (0..U-1), and the units of each stratum."""
+def _units(scored: Scored) -> tuple[np.ndarray, list[np.ndarray], int]:
+    """Each example's resampling unit (0..U-1), the units of each stratum, and how many strata
+    hold a single cluster: there the examples are the units (the cluster is the stratum's own)."""
     n = len(scored.gold)
-    clusters = np.arange(n) if scored.clusters is None else scored.clusters
-    raw = np.unique(clusters, return_inverse=True)[1]
     strata = np.zeros(n, dtype=int) if scored.strata is None else scored.strata
     _, stratum = np.unique(strata, return_inverse=True)
-    unit, keys = pd.factorize(stratum * n + raw)  # units numbered in order of appearance
-    stratum_of_unit = keys // n
+    raw = np.arange(n)
+    single = 0
+    if scored.clusters is not None:
+        cluster = np.unique(scored.clusters, return_inverse=True)[1]
+        per_stratum = pd.Series(cluster).groupby(stratum).nunique().to_numpy()
+        several = per_stratum[stratum] > 1
+        raw = np.where(several, cluster, n + np.arange(n))  # a single cluster's examples apart
+        single = int((per_stratum == 1).sum())
+    unit, keys = pd.factorize(stratum * 2 * n + raw)  # units numbered in order of appearance
+    stratum_of_unit = keys // (2 * n)
     groups = [np.flatnonzero(stratum_of_unit == s) for s in np.unique(stratum_of_unit)]
-    return unit, groups
+    return unit, groups, single
 
 
 def _weights(groups: list[np.ndarray], n_units: int, size: int, rng) -> np.ndarray:
-    """Resample weights of the units (size x U), each stratum's drawn with replacement."""
+    """Resample weights of the units (size x U): Rao and Wu's (1988) rescaled bootstrap, each
+    stratum of m units drawn m - 1 times with replacement and weighted m / (m - 1), which keeps
+    the variance of a stratum's mean unbiased however few its units (HANS: 2 templates)."""
     weights = np.zeros((size, n_units))
     for members in groups:
         m = len(members)
-        drawn = rng.integers(0, m, (size, m)) + np.arange(size)[:, None] * m
-        weights[:, members] = np.bincount(drawn.ravel(), minlength=size * m).reshape(size, m)
+        if m == 1:
+            weights[:, members] = 1.0
+            continue
+        drawn = rng.integers(0, m, (size, m - 1)) + np.arange(size)[:, None] * m
+        counts = np.bincount(drawn.ravel(), minlength=size * m).reshape(size, m)
+        weights[:, members] = counts * (m / (m - 1))
     return weights
+
+
+def resample_weights(scored: Scored, resamples: int = RESAMPLES, seed: int = 0) -> np.ndarray:
+    """Weights of the examples (resamples x n) over `scored`'s units, as the paired noise draws."""
+    unit, groups, _ = _units(scored)
+    rng = np.random.default_rng(seed)
+    return _weights(groups, int(unit.max()) + 1, resamples, rng)[:, unit]
 
 
 def paired_noise(
@@ -93,7 +115,7 @@ def paired_noise(
     n_labels = scored.n_labels
     values = statistic(confusion(scored.gold, scored.predicted, n_labels))  # seeds x L x L
     k, cells = len(values), n_labels * n_labels
-    unit, _ = _units(scored)
+    unit, _, _ = _units(scored)
     codes = np.arange(k)[:, None] * cells + scored.gold * n_labels + scored.predicted  # seeds x n
     counts = np.bincount((unit * k * cells + codes).ravel(), minlength=(unit.max() + 1) * k * cells)
     per_unit = counts.reshape(-1, k * cells).astype(float)  # per unit, seed and (gold, predicted)
@@ -135,7 +157,7 @@ def paired_auc_noise(scored: Scored, resamples: int = RESAMPLES, seed: int = 0) 
     scores = scored.scores
     if scores is None:
         raise ValueError("an AUC needs the seeds' scores")
-    unit, _ = _units(scored)
+    unit, _, _ = _units(scored)
 
     def draw(weights: np.ndarray) -> np.ndarray:
         return np.stack([label_auc(s, scored.gold, weights[:, unit]) for s in scores], 1)
@@ -148,19 +170,31 @@ def _paired(
     values: np.ndarray, scored: Scored, draw: Statistic, resamples: int, seed: int, what: str
 ) -> Noise:
     """The paired and single noise of `draw` (unit weights -> per seed) over resampled units."""
-    unit, groups = _units(scored)
+    unit, groups, single = _units(scored)
     rng = np.random.default_rng(seed)
     sizes = [min(_CHUNK, resamples - start) for start in range(0, resamples, _CHUNK)]
     stats = np.concatenate([draw(_weights(groups, int(unit.max()) + 1, n, rng)) for n in sizes])
     k = stats.shape[1]
-    single = stats.var(axis=0, ddof=1)
+    single_var = stats.var(axis=0, ddof=1)
     if k < 2:
-        return Noise(float(single.mean()), single, f"{what}bootstrap (one seed)", values)
-    deviations = stats - stats.mean(axis=1, keepdims=True)
+        return Noise(float(single_var.mean()), single_var, f"{what}bootstrap (one seed)", values)
+    relative = stats - stats[:, :1]  # exactly 0 for seeds identical to the first
+    deviations = relative - relative.mean(axis=1, keepdims=True)
     paired = float(deviations.var(axis=0, ddof=1).mean() * k / (k - 1))
-    unit_name = "examples" if scored.clusters is None else "clusters"
-    design = "" if scored.strata is None else ", within strata"
-    return Noise(paired, single, f"{what}paired bootstrap over {unit_name}{design}", values)
+    return Noise(
+        paired, single_var, f"{what}paired bootstrap over {unit_of(scored, single)}", values
+    )
+
+
+def unit_of(scored: Scored, single: int = 0) -> str:
+    """What the paired bootstrap resampled, in words of the set's declaration."""
+    if scored.clusters is None:
+        unit = "examples"
+    else:
+        unit = scored.units[0]
+        if single:
+            unit += f" (examples in the {single} {scored.units[1]} of one {scored.units[0][:-1]})"
+    return unit if scored.strata is None else f"{unit} within {scored.units[1]}"
 
 
 def binomial_noise(values: np.ndarray, n_examples: int) -> Noise:

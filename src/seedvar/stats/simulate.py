@@ -90,3 +90,56 @@ def study(
         EQUAL_VARIANCE: paired_noise(tested, bias_free_accuracy, resamples, seed),
     }
     return pd.DataFrame({name: f.values for name, f in found.items()}), found, DESIGN
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A diagnostic set written from templates: subcases of one gold label each (half of each
+    label), templates within each subcase, and seed effects that live at each level (latent
+    units): on the heuristic (main), on a subcase, on a template."""
+
+    seeds: int = 12
+    subcases: int = 5  # per gold label
+    templates: int = 2  # per subcase
+    examples: int = 100  # per template
+    sensitivity: float = 0.5
+    main_std: float = 0.0  # seeds differing on the heuristic
+    subcase_std: float = 0.0  # seed x subcase
+    template_std: float = 0.0  # seed x template
+    reference_std: float = 0.0  # the reference set's own seed effect on sensitivity
+
+
+def layout_study(
+    layout: Layout, seed: int, resamples: int = 100, clustered: bool = True
+) -> tuple[pd.DataFrame, dict[str, Noise], Scored, np.ndarray]:
+    """One simulated study on a templated set: the seeds table (reference, tested, its AUC),
+    each column's noise (over templates within subcases, or examples where not `clustered`),
+    the tested set's answers and each example's subcase."""
+    rng = np.random.default_rng(seed)
+    k, units = layout.seeds, 2 * layout.subcases
+    subcase = np.repeat(np.arange(units), layout.templates * layout.examples)
+    template = np.repeat(np.arange(units * layout.templates), layout.examples)
+    gold = (subcase >= layout.subcases).astype(int)
+    effect = (
+        layout.sensitivity
+        + rng.normal(0.0, layout.main_std, (k, 1))
+        + rng.normal(0.0, layout.subcase_std, (k, units))[:, subcase]
+        + rng.normal(0.0, layout.template_std, (k, units * layout.templates))[:, template]
+    )
+    pull = rng.normal(0.0, 0.7, len(gold))
+    evidence = (gold - 0.5)[None, :] * effect + pull[None, :] + rng.normal(0.0, 1.0, effect.shape)
+    scores = np.stack([-evidence, evidence], axis=-1)
+    units_of = (template, subcase) if clustered else (None, subcase)
+    tested = Scored(
+        gold, (evidence > 0).astype(int), 2, *units_of, scores, ("templates", "subcases")
+    )
+    sensitivities = 2.0 + rng.normal(0.0, layout.reference_std, k)
+    flat = np.zeros(k)
+    reference = _answers(rng, Truth(seeds=k), sensitivities, flat, 2000)
+    found = {
+        REFERENCE: paired_noise(reference, accuracy_of_counts, resamples, seed),
+        TESTED: paired_noise(tested.subset(gold == 1), accuracy_of_counts, resamples, seed),
+        BIAS_FREE: paired_auc_noise(tested, resamples, seed),
+    }
+    table = pd.DataFrame({name: f.values for name, f in found.items()})
+    return table, found, tested, subcase

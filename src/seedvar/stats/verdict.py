@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -19,6 +19,7 @@ from scipy import stats
 
 from seedvar.stats import bounds
 from seedvar.stats.bounds import ALPHA, SEED_FLOOR, STD_FLOOR, STD_RATIO
+from seedvar.stats.heuristic import HeuristicTest
 from seedvar.stats.noise import Noise
 from seedvar.stats.power import minimum_seeds, seeds_to_rule_out
 from seedvar.stats.reason import Reason
@@ -39,6 +40,10 @@ class Design:
     majority: Mapping[str, float]  # reference column -> its majority-class accuracy
     bias_free: Mapping[str, str]  # tested column -> its bias-free column
     measure: Measure  # what the bias-free columns hold
+    # reference column -> its counterpart on the bias-free columns' scale (AUC: its AUC), so
+    # that the bias-free columns' margin is on their own scale; empty: the reference's own
+    reference_free: Mapping[str, str] = field(default_factory=dict)
+    held_in: tuple[str, ...] = ()  # tested columns whose rule training showed: learned, not claimed
 
     @property
     def comparisons(self) -> int:
@@ -59,8 +64,21 @@ class ColumnTest:
     bias_free_lower: float
     bias_free_upper: float
     passes: bool  # the raw column's lower bound exceeds the margin
-    bias_free_passes: bool
+    bias_free_passes: bool  # the counterpart's exceeds the margin on its own scale
     excess_p: float | None
+    heuristic: HeuristicTest | None = None  # seed main effect against seed x subcase
+    held_in: bool = False
+
+    @property
+    def main_effect(self) -> bool | None:
+        """Whether the seed main effect is tested (None: no subcases to test it against)."""
+        return None if self.heuristic is None else self.heuristic.main_p is not None
+
+    def claims(self, level: float) -> bool:
+        """Raw and counterpart pass and, with subcases, the seed main effect is significant."""
+        if not (self.passes and self.bias_free_passes) or self.held_in:
+            return False
+        return self.heuristic is None or (self.heuristic.main_p or 1.0) < level
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,7 @@ class Verdict:
     columns: tuple[bounds.ColumnVariance, ...]
     tests: tuple[ColumnTest, ...]  # empty with fewer than 2 seeds
     margin: float | None  # seed std a headline column must exceed; None below 2 seeds
+    bias_free_margin: float | None  # the same on the counterparts' scale
     null_margin: float | None  # what every upper bound must fall below for "does not reproduce"
     min_seeds: int | None  # the power rule's seeds, only when undecided (None: over MAX_SEEDS)
 
@@ -138,25 +157,36 @@ def verdict(
     design: Design,
     prediction_shares: Mapping[str, Sequence[float]] | None = None,
     alpha: float = ALPHA,
+    heuristics: Mapping[str, HeuristicTest] | None = None,
 ) -> Verdict:
     """Decide whether one study (a seeds table) shows the paper's finding, by the rules of
-    docs/verdict.md in order: one class, near chance, passes, label bias or not separated,
-    diagnostic at chance, ruled out, undecided; few seeds below SEED_FLOOR."""
-    free_of = design.bias_free
+    docs/verdict.md in order: one class, near chance, not learned (a held-in column), passes,
+    subcases only, label bias or not separated, diagnostic at chance, ruled out, undecided;
+    few seeds below SEED_FLOOR. `heuristics`: a tested column's seed main-effect test."""
+    free_of, heuristics = design.bias_free, heuristics or {}
     shown = [*design.reference, *[x for c in design.tested for x in (c, free_of[c])]]
+    shown += [c for c in design.reference_free.values() if c not in shown]
     shown += [c for c in noise if c in table.columns and c not in shown]
     values = {c: bounds.accuracies(table, c) for c in shown}
     paired = {c: _noise(noise, c).paired_var for c in shown}
     columns = tuple(bounds.seed_variance(table, paired, shown))
     k, one_sided = len(table), alpha / design.comparisons
     tests: tuple[ColumnTest, ...] = ()
-    margin = null_margin = None
+    margin = free_margin = null_margin = None
     if k >= 2:
-        references = [values[c] for c in design.reference]
-        margin, null_margin = (
-            max(STD_RATIO * max(bounds.std_bound(v, q, 0.0) for v in references), STD_FLOOR)
-            for q in (one_sided, 1 - one_sided)
-        )
+
+        def margins(columns: Sequence[str]) -> tuple[float, float]:
+            """STD_RATIO x the references' largest upper (and, for "ruled out", lower) bound."""
+            references = [values[c] for c in columns]
+            low, high = (
+                max(STD_RATIO * max(bounds.std_bound(v, q, 0.0) for v in references), STD_FLOOR)
+                for q in (one_sided, 1 - one_sided)
+            )
+            return low, high
+
+        margin, null_margin = margins(design.reference)
+        own_scale = [design.reference_free.get(c, c) for c in design.reference]
+        free_margin = margins(own_scale)[0]
 
         def test(column: str) -> ColumnTest:
             free = free_of[column]
@@ -166,8 +196,9 @@ def verdict(
                 for q in (1 - one_sided, one_sided)
             )
             excess = excess_spread_p(values[column], values[free], paired[column], paired[free])
-            passes = (low > margin, free_low > margin)
-            return ColumnTest(column, low, high, free, free_low, free_high, *passes, excess)
+            passes = (low > margin, free_low > free_margin)
+            found = (*passes, excess, heuristics.get(column), column in design.held_in)
+            return ColumnTest(column, low, high, free, free_low, free_high, *found)
 
         tests = tuple(test(c) for c in design.tested)
     min_k: int | None = None  # asked for only when undecided
@@ -178,21 +209,47 @@ def verdict(
         if outcome != "inconclusive" and k < SEED_FLOOR:
             numbers = {"would": outcome, "seeds": k, "needed": SEED_FLOOR, **numbers}
             outcome, rule = "inconclusive", "few seeds"
-        return Verdict(outcome, Reason(rule, numbers), columns, tests, margin, null_margin, min_k)
+        reason = Reason(rule, numbers)
+        return Verdict(outcome, reason, columns, tests, margin, free_margin, null_margin, min_k)
 
     one_class = _one_class(prediction_shares or {}, k)
     if one_class is not None:
-        return Verdict("inconclusive", one_class, columns, tests, margin, null_margin, min_k)
+        found = (columns, tests, margin, free_margin, null_margin, min_k)
+        return Verdict("inconclusive", one_class, *found)
     if (not_learned := learned(table, noise, design, alpha)) is not None:
         return decided(not_learned.rule, **not_learned.numbers)
-    if both := [t for t in tests if t.passes and t.bias_free_passes]:
-        lower = {t.column: t.seed_std_lower for t in both}
-        free = {t.bias_free: t.bias_free_lower for t in both}
+    if (held_in := rule_not_learned(values, design, alpha)) is not None:
+        return decided(held_in.rule, **held_in.numbers)
+    if claimed := [t for t in tests if t.claims(one_sided)]:
+        lower = {t.column: t.seed_std_lower for t in claimed}
+        free = {t.bias_free: t.bias_free_lower for t in claimed}
         reference = " / ".join(design.reference)
-        return decided(
-            "passes", bounds=lower, bias_free=free, margin=margin, reference=reference, alpha=alpha
-        )
-    if raw_only := [t for t in tests if t.passes]:
+        main = {t.column: t.heuristic.main_p for t in claimed if t.heuristic is not None}
+        numbers: dict[str, Any] = {"bounds": lower, "bias_free": free, "margin": margin}
+        numbers |= {
+            "reference": reference,
+            "bias_free_margin": free_margin,
+            "alpha": alpha,
+            "main_p": main,
+        }
+        numbers |= {"population": "heuristic" if main else "examples"}
+        return decided("passes", **numbers)
+    subcases = [t for t in tests if t.passes and t.bias_free_passes and not t.held_in]
+    if subcases:
+        best = max(subcases, key=lambda t: t.bias_free_lower)
+        found_test = best.heuristic
+        numbers = {"column": best.column, "bias_free": best.bias_free}
+        numbers |= {
+            "lower": best.seed_std_lower,
+            "bias_free_lower": best.bias_free_lower,
+            "bias_free_margin": free_margin,
+        }
+        if found_test is not None:
+            numbers |= {"main_p": found_test.main_p, "main_sd": found_test.main_sd}
+            numbers |= {"interaction_p": found_test.interaction_p}
+            numbers |= {"interaction_sd": found_test.interaction_sd}
+        return decided("subcases only", level=one_sided, **numbers)
+    if raw_only := [t for t in tests if t.passes and not t.held_in]:
         level = alpha / len(raw_only)  # label bias where the paired test shows the raw spread
         excess = [t for t in raw_only if t.excess_p is not None and t.excess_p < level]
         best = max(excess or raw_only, key=lambda t: t.seed_std_lower)
@@ -237,6 +294,23 @@ def verdict(
 
 
 _OUTCOME: dict[str, Outcome] = {"passes": "reproduces", "ruled out": "does not reproduce"}
+
+
+def rule_not_learned(
+    values: Mapping[str, np.ndarray], design: Design, alpha: float
+) -> Reason | None:
+    """Why a positive control says nothing: a held-in column's counterpart not above chance
+    across seeds (one-sided t test, alpha over the held-in columns); None if every one is."""
+    for column in design.held_in:
+        free = values[design.bias_free[column]]
+        if len(free) < 2 or np.ptp(free) == 0:
+            p = float(free.mean() <= BIAS_FREE_CHANCE)
+        else:
+            p = float(stats.ttest_1samp(free, BIAS_FREE_CHANCE, alternative="greater").pvalue)
+        if p >= alpha / len(design.held_in):
+            mean = float(free.mean())
+            return Reason("rule not learned", {"column": column, "mean": mean, "p": p})
+    return None
 
 
 def _above_chance(values: np.ndarray, noise: Noise, tests: int, alpha: float) -> int:
