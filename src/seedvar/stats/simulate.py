@@ -129,10 +129,9 @@ def layout_study(
     pull = rng.normal(0.0, 0.7, len(gold))
     evidence = (gold - 0.5)[None, :] * effect + pull[None, :] + rng.normal(0.0, 1.0, effect.shape)
     scores = np.stack([-evidence, evidence], axis=-1)
-    units_of = (template, subcase) if clustered else (None, subcase)
-    tested = Scored(
-        gold, (evidence > 0).astype(int), 2, *units_of, scores, ("templates", "subcases")
-    )
+    answers = (evidence > 0).astype(int)
+    clusters = template if clustered else None
+    tested = Scored(gold, answers, 2, clusters, subcase, scores, ("templates", "subcases"))
     sensitivities = 2.0 + rng.normal(0.0, layout.reference_std, k)
     flat = np.zeros(k)
     reference = _answers(rng, Truth(seeds=k), sensitivities, flat, 2000)
