@@ -37,7 +37,7 @@ def _examples() -> dict[str, pd.DataFrame]:
                 "label": int(s[1] == "n"),
                 "heuristic": heuristic[s[0]],
                 "subcase": s,
-                "template": None,
+                "template": f"temp{2 * i + k // 2}",  # two templates a subcase
             }
             for i, s in enumerate(SUBCASES)
             for k in range(4)
@@ -201,6 +201,12 @@ def test_report_files_and_one_point_per_seed(results):
     row = next(line for line in markdown.splitlines() if line.startswith("| Lexical (nonent) "))
     assert row.split("|")[-2].strip() == "non-entailment"
     assert "<th>column</th>" not in page  # no stray header row
+    auc = next(
+        line for line in markdown.splitlines() if line.startswith("| Lexical (nonent) [AUC]")
+    )
+    assert "not published" in auc and "| nan" not in markdown
+    assert "What each claim covers: Lexical (nonent): the heuristic" in markdown
+    assert "Analysis plan: kept: the plan (looks at 4 seeds) spends alpha 0.05" in markdown
     assert "Which seed matters: not measurable here" in markdown  # joint seeds
     assert "Seed x subcase interaction beyond one threshold per seed (a lead, not tested" in (
         markdown
@@ -237,6 +243,20 @@ def test_aggregate_refuses_seeds_of_another_recipe(tmp_path: Path):
         "seeds trained with another recipe than this study's: seed 1: train.epochs 1 (study: 3), "
         "train.learning_rate 0.001 (study: 2e-05)"
     )
+
+
+def test_a_damaged_seed_is_named_in_one_line_and_the_old_results_stay(results):
+    results_dir, config = results
+    before = {p.relative_to(results_dir): p.read_bytes() for p in results_dir.rglob("*.*")}
+    metrics = results_dir.parent / "runs" / "seed-2" / "metrics.json"
+    metrics.write_text(metrics.read_text()[:40])  # damaged in place
+    with pytest.raises(SeedvarError) as refused:
+        write_results(config, results_dir.parent / "runs", results_dir)
+    assert str(refused.value).startswith(f"{metrics} is damaged (not JSON)")
+    assert "\n" not in str(refused.value)
+    after = {p.relative_to(results_dir): p.read_bytes() for p in results_dir.rglob("*.*")}
+    assert after == before  # never half a results/
+    assert not list(results_dir.parent.glob("results.partial-*"))
 
 
 def test_aggregate_refuses_seeds_evaluated_on_other_subcases(tmp_path: Path):

@@ -258,7 +258,14 @@ def _verdict(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.table}: no such file; give a CSV table, one row per run")
     table = read_table(args.table)
     evidence = from_rates(config, table, load_evaluation_sets(config)[0])
-    decision = verdict(evidence.table, evidence.noise, evidence.design)
+    decision = verdict(
+        evidence.table,
+        evidence.noise,
+        evidence.design,
+        None,
+        config.plan.alpha,
+        evidence.heuristics,
+    )
     if args.json:
         write_json(args.json, verdict_record(decision, evidence))
     print(f"{len(table)} runs of {args.table}: {reason_text(decision.reason)}")

@@ -175,6 +175,7 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
     paragraphs = [
         wording.made_from(config, len(ours), sizes, provenance()),
         wording.findings(config, comparison, decision, len(ours)),
+        wording.claims_text(decision),
         wording.further_text(results_dir, base, headline),
         wording.interaction_text(pd.read_csv(interaction)) if interaction.is_file() else "",
         wording.label_caveat(one_label),
@@ -196,6 +197,9 @@ def report_study(config: Config, results_dir: Path, report_dir: Path) -> tuple[l
     return written, tracking.log_study_results(config, headline, [results_dir, report_dir])
 
 
+NOT_PUBLISHED = "not published"  # a column the reference's table does not have (its AUCs)
+
+
 def _comparison_table(comparison: pd.DataFrame, base: str) -> pd.DataFrame:
     stats = {s: s for s in ("min", "max", "mean", "std")} | {"range_ratio": f"range / {base} range"}
     columns = {
@@ -204,7 +208,10 @@ def _comparison_table(comparison: pd.DataFrame, base: str) -> pd.DataFrame:
         for key, label in stats.items()
         if f"{source}_{key}" in comparison
     }
-    return comparison[list(columns)].rename(columns=columns).round(4)
+    table = comparison[list(columns)].rename(columns=columns).round(4).astype(object)
+    published = [c for c in table.columns if c.startswith("paper ")]
+    table[published] = table[published].where(table[published].notna(), NOT_PUBLISHED)
+    return table
 
 
 def _markdown(paragraph: str, table: pd.DataFrame, figures: dict, title: str) -> str:

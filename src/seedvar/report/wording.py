@@ -12,6 +12,7 @@ import pandas as pd
 
 from seedvar.config import Config
 from seedvar.declared import primary_column
+from seedvar.files import staged_into
 from seedvar.results.aggregate import aggregate, write_json
 from seedvar.results.evidence import Evidence
 from seedvar.results.past_the_paper import JOINT, OURS
@@ -79,12 +80,17 @@ def reason_text(reason: Reason) -> str:
                 if main
                 else ": the claim covers these examples (no subcases to test it beyond them)"
             )
+            own = (
+                ""
+                if free_margin == n["margin"]
+                else f", its margin on its own scale: {STD_RATIO:g} x the references' {measure}"
+            )
             return (
                 f"reproduces: the seed-std lower bound of {bounds} exceeds the margin "
                 f"{_points(n['margin'])} points ({STD_RATIO:g} x {n['reference']}'s seed-std "
                 f"upper bound, at least {_points(STD_FLOOR)}) at family-wise alpha "
                 f"{n['alpha']:.3g}, and so does that of its {measure} ({free} > "
-                f"{_points(free_margin)}, the same margin on the {measure}'s own scale){where}"
+                f"{_points(free_margin)}{own}){where}"
             )
         case "subcases only":
             main_p, inter = n.get("main_p"), n.get("interaction_p")
@@ -313,7 +319,13 @@ def population(decision: Verdict, evidence: Evidence) -> dict[str, str]:
 
 
 def write_results(config: Config, runs_dir: Path, results_dir: Path) -> None:
-    """results/ and its worded records: verdict.json, correlations.csv, components.csv."""
+    """results/ and its worded records (verdict.json, correlations.csv, components.csv),
+    written aside and moved in when all are written: a failure leaves the results there were."""
+    with staged_into(results_dir) as partial:
+        _write_results(config, runs_dir, partial)
+
+
+def _write_results(config: Config, runs_dir: Path, results_dir: Path) -> None:
     found = aggregate(config, runs_dir, results_dir)
     record = verdict_record(found.decision, found.evidence)
     record["predicts"] = prediction_record(found.predicts)
@@ -388,6 +400,37 @@ def findings(config: Config, comparison: pd.DataFrame, decision: dict, n_seeds: 
     if decision.get("reference_predicts"):
         text += f" The {reference}: {decision['reference_predicts']['reason']}."
     return text
+
+
+def claims_text(decision: dict) -> str:
+    """Per tested column with subcases, which carries its counterpart's spread, the seed main
+    effect or the seed x subcase interaction; what each claim covers; the plan; the control."""
+    parts = []
+    for test in decision.get("tests", []):
+        found = test.get("heuristic")
+        if not found or found["main_p"] is None:
+            continue
+        main, inter = found["main_sd"], found["interaction_sd"]
+        carried = "the seed main effect" if main >= inter else "the seed x subcase interaction"
+        tested = (
+            "untested"
+            if found["interaction_p"] is None
+            else f"against the evaluation noise p = {found['interaction_p']:.2g}"
+        )
+        parts.append(
+            f"{test['column']}: {carried} carries the spread of its {test['bias_free']} "
+            f"(main-effect sd {_points(main)}, quasi-F p = {found['main_p']:.2g}; interaction "
+            f"sd {_points(inter)} points a subcase, {tested})."
+        )
+    covers = decision.get("population") or {}
+    if covers:
+        parts.append(
+            "What each claim covers: " + "; ".join(f"{c}: {p}" for c, p in covers.items()) + "."
+        )
+    if decision.get("plan"):
+        parts.append(f"Analysis plan: {decision['plan']['kept']}.")
+    parts += [f"Against the negative control, {c['text']}." for c in decision.get("control", [])]
+    return " ".join(parts)
 
 
 def label_caveat(one_label: dict[str, str]) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from scipy.special import logsumexp
 
 from seedvar import metrics
@@ -18,8 +19,8 @@ from seedvar.data.sets import diagnostic_reading
 from seedvar.declared import Diagnostic, design_columns, in_distribution_name, task_to_diagnostic
 from seedvar.errors import SeedvarError
 from seedvar.seeds.finished import FinishedSeed
-from seedvar.stats.analysis import nested_subgroups
-from seedvar.stats.heuristic import HeuristicTest, heuristic_test
+from seedvar.stats.analysis import Subgroup, nested_subgroups
+from seedvar.stats.heuristic import HeuristicTest, cells_test, heuristic_test
 from seedvar.stats.noise import Noise, Scored, binomial_noise, paired_auc_noise, paired_noise
 from seedvar.stats.verdict import Design, Measure
 
@@ -108,25 +109,40 @@ def unit_values(
     return values.astype(str).to_numpy()
 
 
-def heuristic_tests(
-    scored: Scored, set_name: str, declared: Diagnostic, examples: pd.DataFrame, tested: list
-) -> dict[str, HeuristicTest]:
-    """Per tested column whose AUC scope is exactly a nested group's one-label subgroups
-    (HANS: a heuristic's subcases), its seed main effect against the seed x subcase
-    interaction (`heuristic_test`)."""
+def subcases_of(
+    set_name: str, declared: Diagnostic, examples: pd.DataFrame, tested: list[str]
+) -> dict[str, tuple[Subgroup, np.ndarray, np.ndarray]]:
+    """Per tested column whose bias-free scope is exactly a nested group's one-label subgroups
+    of two labels (HANS: a heuristic's subcases): the subgroup, the scope and each example's
+    subcase code (-1 outside)."""
     masks = dict((c.name, m) for c, m in metrics.diagnostic_columns(set_name, declared, examples))
     scopes = metrics.bias_free_scopes(set_name, declared, examples)
     found = {}
     for subgroup in nested_subgroups(set_name, declared, examples):
         union = np.logical_or.reduce([masks[c] for c in subgroup.columns])
+        if len(set(subgroup.labels)) != 2:
+            continue
+        subcase = np.full(len(union), -1)
+        for code, name in enumerate(subgroup.columns):
+            subcase[masks[name]] = code
         for column in [c for c in tested if c in scopes and np.array_equal(scopes[c], union)]:
-            if len(set(subgroup.labels)) != 2:
-                continue
-            subcase = np.full(len(union), -1)
-            for code, name in enumerate(subgroup.columns):
-                subcase[masks[name]] = code
-            found[column] = heuristic_test(scored.subset(union), subcase[union])
+            found[column] = (subgroup, union, subcase)
     return found
+
+
+def rate_cells(table: pd.DataFrame, subgroup: Subgroup) -> np.ndarray:
+    """Seeds x first-label x other-label subcases: each pair's equal-variance bias-free
+    accuracy from the two subcases' rates, Phi((z(a) + z(b)) / 2) (rates kept off 0 and 1 by
+    half an example)."""
+    first = min(subgroup.labels)
+    z = {}
+    for column, size in zip(subgroup.columns, subgroup.sizes, strict=True):
+        rate = table[column].to_numpy(float).clip(0.5 / size, 1 - 0.5 / size)
+        z[column] = stats.norm.ppf(rate)
+    chosen = [(c, x) for c, x in zip(subgroup.columns, subgroup.labels, strict=True)]
+    a = [z[c] for c, x in chosen if x == first]
+    b = [z[c] for c, x in chosen if x != first]
+    return stats.norm.cdf((np.stack(a, 1)[:, :, None] + np.stack(b, 1)[:, None, :]) / 2)
 
 
 def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evidence:
@@ -160,7 +176,10 @@ def from_predictions(config: Config, runs_dir: Path, table: pd.DataFrame) -> Evi
         scores = label_scores(runs_dir, seeds, name, config, target)
         units = (f"{cluster}s", f"{declared.strata}s")
         scored = Scored(gold, predicted, len(declared.labels), clusters, strata, scores, units)
-        heuristics |= heuristic_tests(scored, name, declared, examples, list(tested))
+        for tested_column, (_, scope, subcase) in subcases_of(
+            name, declared, examples, [*tested]
+        ).items():
+            heuristics[tested_column] = heuristic_test(scored.subset(scope), subcase[scope])
         scopes = metrics.bias_free_scopes(name, declared, examples)
         for column, mask in metrics.diagnostic_columns(name, declared, examples):
             noise[column.name] = paired_noise(scored.subset(mask), metrics.accuracy_of_counts)
@@ -239,4 +258,11 @@ def from_rates(config: Config, table: pd.DataFrame, examples: dict[str, pd.DataF
             extra[free] = values
             method = "delta method on binomial rates"
             noise[free] = Noise(float(variance.mean()), variance, method, values)
-    return Evidence(table.assign(**extra), noise, _design(config, golds, "equal-variance"))
+    heuristics = {}
+    for name, declared in config.diagnostics.items():
+        found = subcases_of(name, declared, examples[name], [*tested])
+        for column, (subgroup, _, _) in found.items():
+            if set(subgroup.columns) <= set(table.columns):
+                heuristics[column] = cells_test(rate_cells(table, subgroup))
+    design = _design(config, golds, "equal-variance")
+    return Evidence(table.assign(**extra), noise, design, heuristics)

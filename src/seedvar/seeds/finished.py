@@ -11,6 +11,7 @@ import pandas as pd
 import yaml
 
 from seedvar.config import Config, validate
+from seedvar.errors import DataError
 from seedvar.metrics import Column
 
 RUN_STATE = "run.json"  # its MLflow run
@@ -46,7 +47,16 @@ class FinishedSeed:
     def metrics(self) -> dict[str, float] | None:
         """Its metrics, or None where the seed has not finished."""
         path = self.folder / METRICS
-        return json.loads(path.read_text()) if path.is_file() else None
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise DataError(
+                f"{path} is damaged (not JSON); restore it (`dvc checkout {self.folder}`, or "
+                f"`seedvar adopt` of an intact copy) or retrain that seed (`seedvar train --seed "
+                f"{self.seed} --force`)"
+            ) from None
 
     def columns(self) -> list[Column]:
         """The columns of its metrics (name, MLflow key, set, size)."""

@@ -21,6 +21,7 @@ import pandas as pd
 from seedvar.config import Config
 from seedvar.data.io import subsample
 from seedvar.data.prepared import StudyInputs
+from seedvar.files import write_atomically
 from seedvar.seeds.evaluate import prediction_frame, set_columns
 from seedvar.training.device import autocast_dtype
 from seedvar.training.predict import predict_logits
@@ -60,6 +61,17 @@ def accuracies(config: Config, probe: Probe, logits: np.ndarray) -> list[tuple[s
         for column, mask in set_columns(config, probe.name, predictions)
         if mask.any()
     ]
+
+
+def append_whole(path: Path, frame: pd.DataFrame) -> None:
+    """Add `frame`'s rows to the CSV at `path` by writing the whole file anew under a temporary
+    name, then renaming it: a kill or a full disk leaves the old file, never half a line. A
+    torn last line of a file written otherwise (an append cut short) is dropped first."""
+    kept = ""
+    if path.is_file():
+        text = path.read_text()
+        kept = text[: text.rfind("\n") + 1]
+    write_atomically(path, kept + frame.to_csv(header=not kept, index=False))
 
 
 class Trajectory(L.Callback):
@@ -107,6 +119,6 @@ class Trajectory(L.Callback):
                 curves[f"{KEY_PREFIX}{key}"] = accuracy
         module.train(was_training)
         frame = pd.DataFrame(rows, columns=["step", "epoch", "column", "key", "accuracy"])
-        frame.to_csv(self.path, mode="a", header=not self.path.exists(), index=False)
+        append_whole(self.path, frame)
         if trainer.logger is not None:
             trainer.logger.log_metrics(curves, step=step)

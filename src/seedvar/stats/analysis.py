@@ -112,7 +112,10 @@ def nested_subgroups(set_name: str, declared: Diagnostic, examples: pd.DataFrame
         value = examples[group].astype(object).to_numpy()
         parent = examples[level.within].astype(object).to_numpy()
         members: dict[str, list[tuple[str, int, int]]] = {}
+        taken: list[np.ndarray] = []  # a finer level's column of the same examples is another name
         for name, mask in masks.items():
+            if any(np.array_equal(mask, other) for other in taken):
+                continue
             values, parents = set(value[mask]), set(parent[mask])
             if len(values) != 1 or len(parents) != 1:
                 continue
@@ -120,6 +123,7 @@ def nested_subgroups(set_name: str, declared: Diagnostic, examples: pd.DataFrame
             if not np.array_equal(mask, (value == v) & (parent == p)):
                 continue  # a column of another level
             held = np.unique(gold[mask])
+            taken.append(mask)
             if len(held) == 1:
                 members.setdefault(str(p), []).append((name, int(held[0]), int(mask.sum())))
         for p, chosen in members.items():

@@ -134,19 +134,24 @@ def heuristic_test(
     """`HeuristicTest` of one column's scope: `scored` (two gold labels, scores) and each
     example's subcase; the noise resamples `scored`'s units within its strata."""
     observed = cell_aucs(scored, subcase, np.ones((1, len(scored.gold))))[0]
+    draws = cell_aucs(scored, subcase, resample_weights(scored, resamples, seed))
+    return cells_test(observed, draws - observed[None])
+
+
+def cells_test(observed: np.ndarray, noise: np.ndarray | None = None) -> HeuristicTest:
+    """`HeuristicTest` of a seeds x A x B table of cell values; `noise`: draws of their
+    evaluation noise (resamples x seeds x A x B), without which the interaction is untested
+    and its sd includes the noise."""
     k, a, b = observed.shape
     found = _squares(observed)
     main_f, main_df, main_p = main_effect(observed) if k >= 2 else (None, None, None)
     ms = [_mean_square(t) for t in (found.seed, found.residual, found.by_first, found.by_other)]
     main = (ms[0] + ms[1] - ms[2] - ms[3]) / (a * b)
-    draws = cell_aucs(scored, subcase, resample_weights(scored, resamples, seed))
-    deviations = [_squares(d - observed) for d in draws]
-    noise = _Squares(
-        *(
-            (float(np.mean([getattr(d, term)[0] for d in deviations])), getattr(found, term)[1])
-            for term in ("seed", "by_first", "by_other", "residual")
-        )
-    )
+    deviations = [_squares(d) for d in (np.zeros((1, *observed.shape)) if noise is None else noise)]
+    expected_of = {
+        term: (float(np.mean([getattr(d, term)[0] for d in deviations])), getattr(found, term)[1])
+        for term in ("seed", "by_first", "by_other", "residual")
+    }
     interaction_ss = found.by_first[0] + found.by_other[0]
     noise_ss = np.array([d.by_first[0] + d.by_other[0] for d in deviations])
     ratio = p = effective = None
@@ -156,7 +161,7 @@ def heuristic_test(
         effective = 2 * expected**2 / float(noise_ss.var(ddof=1))
         p = float(stats.chi2.sf(ratio * effective, effective))
     main_sd = float(np.sqrt(max(main, 0.0)))
-    interaction_sd = float(np.sqrt(_interaction(found, noise, a, b)))
+    interaction_sd = float(np.sqrt(_interaction(found, _Squares(**expected_of), a, b)))
     return HeuristicTest(
         (a, b), k, main_f, main_df, main_p, main_sd, interaction_sd, ratio, effective, p
     )

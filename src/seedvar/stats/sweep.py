@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from seedvar.stats.bounds import ALPHA
+from seedvar.stats.heuristic import HeuristicTest
 from seedvar.stats.noise import Noise
 from seedvar.stats.reason import Reason
 from seedvar.stats.verdict import OUTCOMES, Design, Outcome, Verdict, learned, verdict
@@ -29,13 +30,14 @@ def sweep_verdict(
     design: Design,
     prediction_shares: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
     alpha: float = ALPHA,
+    heuristics: Mapping[str, Mapping[str, HeuristicTest]] | None = None,
 ) -> SweepVerdict:
     """`verdict` per configuration that learned the task, each at alpha / their number (so
     that those said to reproduce hold family-wise); the sweep reproduces, or does not, only
     when every learned configuration does."""
     if not configurations:
         raise ValueError("a sweep needs at least one configuration")
-    shares = prediction_shares or {}
+    shares, tested = prediction_shares or {}, heuristics or {}
     ignored = tuple(
         name
         for name, table in configurations.items()
@@ -44,7 +46,9 @@ def sweep_verdict(
     kept = [name for name in configurations if name not in ignored]
     each = alpha / max(len(kept), 1)
     verdicts = {
-        name: verdict(configurations[name], noise[name], design, shares.get(name), each)
+        name: verdict(
+            configurations[name], noise[name], design, shares.get(name), each, tested.get(name)
+        )
         for name in kept
     }
     counts = {o: [n for n, v in verdicts.items() if v.outcome == o] for o in OUTCOMES}

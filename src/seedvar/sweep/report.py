@@ -20,6 +20,7 @@ from seedvar.report.wording import sweep_summary  # noqa: E402
 from seedvar.results.aggregate import prediction_shares  # noqa: E402
 from seedvar.results.evidence import from_predictions  # noqa: E402
 from seedvar.seeds.finished import FinishedSeed  # noqa: E402
+from seedvar.stats.heuristic import HeuristicTest  # noqa: E402
 from seedvar.stats.noise import Noise  # noqa: E402
 from seedvar.stats.sweep import SweepVerdict, sweep_verdict  # noqa: E402
 from seedvar.sweep.search import axes_of  # noqa: E402
@@ -69,6 +70,7 @@ def decide(config: Config, study: optuna.Study) -> SweepVerdict | None:
     tables: dict[str, pd.DataFrame] = {}
     shares: dict[str, dict[str, list[float]]] = {}
     noise: dict[str, dict[str, Noise]] = {}
+    heuristics: dict[str, dict[str, HeuristicTest]] = {}
     design = None
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         if OUTPUT_DIR_ATTR not in trial.user_attrs:  # added by hand: no seeds to read back
@@ -80,9 +82,10 @@ def decide(config: Config, study: optuna.Study) -> SweepVerdict | None:
         name = f"trial {trial.number} ({drawn})"
         tables[name], noise[name], design = evidence.table, evidence.noise, evidence.design
         shares[name] = prediction_shares(config, table)
+        heuristics[name] = evidence.heuristics
     if design is None:
         return None
-    return sweep_verdict(tables, noise, design, shares)
+    return sweep_verdict(tables, noise, design, shares, config.plan.alpha, heuristics)
 
 
 def write_sweep_outputs(config: Config, study: optuna.Study, out_dir: Path) -> list[Path]:
