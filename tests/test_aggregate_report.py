@@ -103,8 +103,8 @@ def test_aggregate_writes_every_table(results):
     assert len(mismatched) == 60  # every evaluated set, not only the plotted ones
 
     boot = pd.read_csv(results_dir / "multibootstrap.csv")
-    assert boot["set"].eq("hans").all() and len(boot) == 1 + 6 + 30  # every HANS column
-    assert boot["column"].tolist()[7:] == list(SUBCASES)
+    assert boot["set"].eq("hans").all() and len(boot) == 1 + 6 + 30 + 60  # and 60 templates
+    assert boot["column"].tolist()[7:37] == list(SUBCASES)
     assert (boot["ci_low"] <= boot["accuracy"]).all() and (
         boot["accuracy"] <= boot["ci_high"]
     ).all()
@@ -121,7 +121,7 @@ def test_aggregate_writes_every_table(results):
     assert interaction["subcases"].eq(10).all() and interaction["df"].eq(3 * 9).all()
 
     correlations = pd.read_csv(results_dir / "correlations.csv")
-    assert len(correlations) == 6 + 1 + 30
+    assert len(correlations) == 6 + 1 + 30 + 60
 
     flat = flat_headline(results_dir)
     assert flat["study/mnli/matched_accuracy/mean"] == pytest.approx(seeds["MNLI dev acc."].mean())
@@ -147,7 +147,12 @@ def test_aggregate_writes_every_table(results):
         "majority": {c: pytest.approx(1 / 3) for c in ("MNLI dev acc.", "MNLI-mm acc.")},
         "bias_free": {c: f"{c} [AUC]" for c in NONENT},
         "measure": "AUC",
+        "reference_free": {"MNLI dev acc.": "MNLI dev acc. [AUC]"},  # the AUC margin's scale
+        "held_in": [],
     }
+    tests = {test["column"]: test for test in decision["tests"]}
+    assert tests["Subseq (nonent)"]["heuristic"]["subcases"] == [5, 5]  # 5 entailed, 5 nonent
+    assert decision["population"]["Subseq (nonent)"].startswith("the heuristic (its subcases")
     # each seed's AUC counterpart, recomputed from its saved logits: within the heuristic
     # (20 entailed, 20 non-entailed examples), the AUC of entailment's log-odds against
     # neutral and contradiction for telling the entailed examples from the rest
@@ -168,11 +173,15 @@ def test_aggregate_writes_every_table(results):
         assert seeds[f"{label} (nonent) [other labels]"].tolist() == entailed.tolist()
         assert not seeds[f"{label} (nonent) [AUC]"].equals(nonent)
     noise = {row["column"]: row["noise_std"] for row in decision["columns"]}
-    assert set(decision["noise_method"].values()) <= {
-        "paired bootstrap over examples",
-        "paired bootstrap over examples, within strata",
-        "AUC, paired bootstrap over examples, within strata",  # the [AUC] counterparts
-    }
+    methods = decision["noise_method"]
+    assert methods["MNLI dev acc."] == "paired bootstrap over examples"
+    assert methods["MNLI dev acc. [AUC]"] == "AUC, paired bootstrap over examples"
+    assert methods["Subseq (nonent)"] == "paired bootstrap over templates within subcases"
+    assert methods["Subseq (nonent) [AUC]"] == "AUC, " + methods["Subseq (nonent)"]
+    assert methods["template/ln_passive/temp6"] == (  # a column of one template: its examples
+        "paired bootstrap over templates (examples in the 1 subcase of one template) within "
+        "subcases"
+    )
     assert decision["noise_method"]["Lexical (nonent) [AUC]"].startswith("AUC, paired")
     assert 0 < noise["Lexical (nonent)"] < 0.5 and 0 < noise["MNLI dev acc."] < 0.2
     scatter = pd.read_csv(results_dir / "scatter.csv")
@@ -196,8 +205,8 @@ def test_report_files_and_one_point_per_seed(results):
     assert f"Verdict: {decision['reason']}." in markdown
     assert "Made from the paper study" in markdown and "4 seeds of bert-base-uncased" in markdown
     assert "evaluated on 60 mnli_matched, 60 mnli_mismatched and 120 hans examples" in markdown
-    # HANS: every heuristic x label column and every subcase holds one gold label
-    assert "36 of the 37 diagnostic columns hold examples of one gold label" in markdown
+    # HANS: every heuristic x label column, every subcase and template holds one gold label
+    assert "96 of the 97 diagnostic columns hold examples of one gold label" in markdown
     row = next(line for line in markdown.splitlines() if line.startswith("| Lexical (nonent) "))
     assert row.split("|")[-2].strip() == "non-entailment"
     assert "<th>column</th>" not in page  # no stray header row

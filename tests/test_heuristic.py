@@ -106,7 +106,7 @@ def test_a_subcase_of_one_template_resamples_its_examples_and_says_so():
     predicted = np.random.default_rng(0).integers(0, 2, (3, 100))
     scored = Scored(gold, predicted, 2, template, subcase, units=("templates", "subcases"))
     method = paired_noise(scored, accuracy_of_counts, 200).method
-    assert "examples in the 1 subcases of one template" in method
+    assert "examples in the 1 subcase of one template" in method
     weights = resample_weights(scored, 50)
     assert weights[:, :50].std(axis=0).min() > 0  # the lone template's examples vary
 

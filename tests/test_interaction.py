@@ -27,7 +27,10 @@ def hans_subgroups() -> list[Subgroup]:
         "cpu",
     )
     examples = load_evaluation_sets(config)[0]["hans"]
-    return nested_subgroups("hans", config.diagnostics["hans"], examples)
+    found = nested_subgroups("hans", config.diagnostics["hans"], examples)
+    within_subcases = [s for s in found if s.level == "subcase"]  # templates, in 12 subcases
+    assert len(within_subcases) == 12 and {len(s.columns) for s in within_subcases} == {2, 4, 6, 12}
+    return [s for s in found if s.level == "heuristic"]
 
 
 def _by_alternation(rates: np.ndarray, sizes: np.ndarray, sign: np.ndarray) -> float:

@@ -163,7 +163,12 @@ def threshold_interaction(table: pd.DataFrame, subgroup: Subgroup) -> dict[str, 
 
 
 def interaction_table(table: pd.DataFrame, subgroups: list[Subgroup]) -> pd.DataFrame:
-    """`threshold_interaction` of every subgroup whose columns the table has (empty: none)."""
-    shown = [s for s in subgroups if set(s.columns) <= set(table.columns) and len(table) >= 2]
+    """`threshold_interaction` of every subgroup of two labels (a threshold moves them apart)
+    whose columns the table has (empty: none)."""
+    shown = [
+        s
+        for s in subgroups
+        if set(s.columns) <= set(table.columns) and len(table) >= 2 and len(set(s.labels)) == 2
+    ]
     rows = [threshold_interaction(table, s) for s in shown]
     return pd.DataFrame(rows, columns=INTERACTION_COLUMNS)

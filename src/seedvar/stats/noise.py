@@ -193,7 +193,8 @@ def unit_of(scored: Scored, single: int = 0) -> str:
     else:
         unit = scored.units[0]
         if single:
-            unit += f" (examples in the {single} {scored.units[1]} of one {scored.units[0][:-1]})"
+            strata = scored.units[1] if single > 1 else scored.units[1].removesuffix("s")
+            unit += f" (examples in the {single} {strata} of one {scored.units[0][:-1]})"
     return unit if scored.strata is None else f"{unit} within {scored.units[1]}"
 
 
