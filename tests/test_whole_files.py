@@ -1,14 +1,20 @@
-"""A seed's appended file is written whole or not at all: a torn line from an append cut short
-is dropped, and a full disk mid-write leaves the file as it was."""
+"""A seed's files whole or not at all: a torn line from an append cut short is dropped, a full
+disk mid-write leaves the file as it was, and a published file damaged in place is named in one
+line and taken again from seedvar's intact copy, or trained again."""
 
 from __future__ import annotations
 
 import errno
+import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from seedvar.config import Config, load_config
+from seedvar.errors import DataError
+from seedvar.seeds.finished import MANIFEST, manifest_of
+from seedvar.seeds.job import SeedJob
 from seedvar.seeds.trajectory import append_whole
 
 COLUMNS = ["step", "epoch", "column", "key", "accuracy"]
@@ -45,3 +51,39 @@ def test_a_full_disk_mid_write_leaves_the_old_file(tmp_path: Path, monkeypatch):
         append_whole(path, _rows(200))
     monkeypatch.undo()
     assert path.read_text() == before
+
+
+def _stored_seed(store: Path) -> tuple[SeedJob, Config, Path]:
+    """A finished seed as a publication leaves it in seedvar's store: its files and manifest."""
+    config = load_config(None, profile="smoke").with_seed(0)
+    job = SeedJob(store.parent / "runs", 0, store=store)
+    entry = job.recipes / config.hash()
+    (entry / "predictions").mkdir(parents=True)
+    (entry / "metrics.json").write_text(json.dumps({"MNLI dev acc.": 0.5}))
+    (entry / "predictions" / "hans.parquet").write_bytes(b"PAR1 not really")
+    config.save(entry / "config.yaml")
+    (entry / MANIFEST).write_text(json.dumps(manifest_of(entry)))
+    return job, config, entry
+
+
+def test_a_finished_seed_damaged_in_place_is_named_in_one_line(tmp_path: Path):
+    job, config, entry = _stored_seed(tmp_path / ".seedvar")
+    job.publish_view(entry)
+    job.finished.check()  # intact
+    damaged = job.folder / "predictions" / "hans.parquet"
+    damaged.unlink()  # the view is hard links into the store: a new file, not the stored one
+    damaged.write_bytes(b"PAR1 damaged")
+    with pytest.raises(DataError) as caught:
+        job.finished.check()
+    assert str(caught.value).startswith(f"{damaged} is damaged (it differs from the seed's")
+    assert "\n" not in str(caught.value)
+    assert job.finished_dir(config) == entry  # the stored copy is intact: published again
+    job.publish_view(entry)
+    job.finished.check()
+
+
+def test_a_stored_seed_damaged_in_place_is_trained_again(tmp_path: Path):
+    job, config, entry = _stored_seed(tmp_path / ".seedvar")
+    assert job.finished_dir(config) == entry
+    (entry / "metrics.json").write_text(json.dumps({"MNLI dev acc.": 0.9}))  # same size
+    assert job.finished_dir(config) is None

@@ -48,6 +48,7 @@ def seed_table(runs_dir: Path, seeds: list[int], first: Sequence[str] = ()) -> p
     rows = []
     for seed in seeds:
         job = FinishedSeed(runs_dir, seed)
+        job.check()
         metrics = job.metrics()
         if metrics is None:
             raise SeedvarError(

@@ -17,7 +17,7 @@ import yaml
 from seedvar.config import Config, validate
 from seedvar.errors import DataError
 from seedvar.files import temporary
-from seedvar.seeds.finished import CONFIG, DATA, METRICS, read_config
+from seedvar.seeds.finished import CONFIG, DATA, MANIFEST, METRICS, damaged_files, read_config
 from seedvar.seeds.job import SeedJob, data_of, entry_name, link_or_copy, trained_as
 
 
@@ -60,6 +60,12 @@ def adopt_folder(config: Config, folder: Path, data: dict[str, str] | None) -> t
         raise DataError(
             f"{folder} is not a finished seed (it lacks {METRICS} or {CONFIG}); give a seed's "
             "folder, as runs/seed-N"
+        )
+    damaged = damaged_files(folder)
+    if damaged:
+        raise DataError(
+            f"{folder / damaged[0]} differs from that seed's {MANIFEST} (damaged since it was "
+            "published); adopt an intact copy"
         )
     trained = read_config(folder / CONFIG)
     seed = next((s for s in config.seeds if trained_as(trained, config.with_seed(s))), None)

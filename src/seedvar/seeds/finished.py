@@ -3,6 +3,7 @@ its published folder, `runs/seed-N`, read only. The files a finished seed holds 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,43 @@ CONFIG = "config.yaml"
 DATA = "data.json"  # the content fingerprints of the sets the seed was trained and scored on
 TRAJECTORY = "trajectory.csv"  # step, epoch, column, key, accuracy (seeds/trajectory.py)
 PREDICTIONS = "predictions"  # one parquet file per evaluated set
+MANIFEST = "manifest.json"  # every other file's size and sha256, written when it was published
+WEIGHTS = "model"  # not checked by readers (none reads it), only listed
+
+
+def file_hash(path: Path) -> str:
+    """The sha256 of a file's content."""
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def manifest_of(folder: Path) -> dict[str, list]:
+    """Every file of a seed's folder (but the manifest) as [size, sha256], by relative path."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
+    return {p.relative_to(folder).as_posix(): [p.stat().st_size, file_hash(p)] for p in files}
+
+
+def damaged_files(folder: Path) -> list[str]:
+    """The files of a published seed whose size or content differs from its manifest, or that
+    are gone (the weights not checked); empty where intact or published before manifests."""
+    path = folder / MANIFEST
+    if not path.is_file():
+        return []
+    try:
+        recorded = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return [MANIFEST]
+    found = []
+    for name, (size, digest) in recorded.items():
+        file = folder / name
+        if name.startswith(f"{WEIGHTS}/"):
+            continue
+        if not file.is_file() or file.stat().st_size != size or file_hash(file) != digest:
+            found.append(name)
+    return found
 
 
 def read_config(path: Path) -> Config:
@@ -43,6 +81,18 @@ class FinishedSeed:
     @property
     def folder(self) -> Path:
         return self.output_dir / f"seed-{self.seed}"
+
+    def check(self) -> None:
+        """DataError naming a file of the published seed that was damaged after publication
+        (its manifest's size or sha256 differs), and how to get the intact copy back."""
+        damaged = damaged_files(self.folder)
+        if damaged:
+            raise DataError(
+                f"{self.folder / damaged[0]} is damaged (it differs from the seed's "
+                f"{MANIFEST}); `seedvar launch` (or `dvc repro --force -s train`) publishes the "
+                f"intact copy kept in .seedvar/, or retrains seed {self.seed} where that is "
+                "damaged too"
+            )
 
     def metrics(self) -> dict[str, float] | None:
         """Its metrics, or None where the seed has not finished."""

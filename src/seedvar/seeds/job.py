@@ -47,7 +47,17 @@ from seedvar.config import Config
 from seedvar.errors import DiskError, OutputExistsError, Superseded, first_line
 from seedvar.files import remove_temporaries, temporary, write_atomically
 from seedvar.project import work_dir_of
-from seedvar.seeds.finished import CONFIG, DATA, METRICS, RUN_STATE, FinishedSeed, read_config
+from seedvar.seeds.finished import (
+    CONFIG,
+    DATA,
+    MANIFEST,
+    METRICS,
+    RUN_STATE,
+    FinishedSeed,
+    damaged_files,
+    manifest_of,
+    read_config,
+)
 
 if TYPE_CHECKING:  # not imported at run time: a finished seed is found without transformers
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -141,6 +151,8 @@ class SeedJob:
         for entry in sorted(self.recipes.iterdir()):
             if "." in entry.name or not (entry / METRICS).is_file():
                 continue  # a replaced seed being removed
+            if damaged_files(entry):
+                continue  # damaged after it was published: trained again
             if trained_as(read_config(entry / CONFIG), config) and self.same_data(data_of(entry)):
                 return entry
         return None
@@ -324,6 +336,8 @@ class SeedJob:
         self.check_held()
         remove_temporaries(self.work_dir)
         (self.work_dir / PROGRESS).unlink(missing_ok=True)
+        manifest = json.dumps(manifest_of(self.work_dir), indent=1)
+        write_atomically(self.work_dir / MANIFEST, manifest)
         entry = self.recipes / entry_name(str(_recipe_hash(self.work_dir)), data_of(self.work_dir))
         entry.parent.mkdir(parents=True, exist_ok=True)
         replaced = entry.with_name(f"{entry.name}.replaced.{self.attempt_id}")

@@ -76,7 +76,10 @@ def decide(config: Config, study: optuna.Study) -> SweepVerdict | None:
         if OUTPUT_DIR_ATTR not in trial.user_attrs:  # added by hand: no seeds to read back
             continue
         runs_dir, seeds = Path(trial.user_attrs[OUTPUT_DIR_ATTR]), trial.user_attrs[SEEDS_ATTR]
-        table = pd.DataFrame([FinishedSeed(runs_dir, s).metrics() for s in seeds])
+        finished = [FinishedSeed(runs_dir, s) for s in seeds]
+        for seed in finished:
+            seed.check()
+        table = pd.DataFrame([seed.metrics() for seed in finished])
         evidence = from_predictions(config.model_copy(update={"seeds": seeds}), runs_dir, table)
         drawn = ", ".join(f"{key}={value}" for key, value in trial.params.items())
         name = f"trial {trial.number} ({drawn})"
