@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -16,8 +17,10 @@ from seedvar.config import Config, load_config
 from seedvar.errors import SeedvarError
 from seedvar.report.study import plot_groups, plot_scatter, write_report
 from seedvar.report.wording import write_results
+from seedvar.results import aggregate as aggregate_module
 from seedvar.results.aggregate import flat_headline, read_headline
 from seedvar.seeds.evaluate import prediction_frame, prediction_metrics
+from seedvar.seeds.finished import MANIFEST, manifest_of
 from seedvar.stats.components import DRAWS
 from tests.conftest import OFFLINE
 
@@ -254,17 +257,39 @@ def test_aggregate_refuses_seeds_of_another_recipe(tmp_path: Path):
     )
 
 
-def test_a_damaged_seed_is_named_in_one_line_and_the_old_results_stay(results):
+def _contents(folder: Path) -> dict[Path, bytes]:
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*.*")}
+
+
+@pytest.mark.parametrize("damaged", ["metrics.json", "predictions/hans.parquet"])
+def test_a_damaged_seed_is_named_in_one_line_and_the_old_results_stay(results, damaged):
     results_dir, config = results
-    before = {p.relative_to(results_dir): p.read_bytes() for p in results_dir.rglob("*.*")}
-    metrics = results_dir.parent / "runs" / "seed-2" / "metrics.json"
-    metrics.write_text(metrics.read_text()[:40])  # damaged in place
+    runs = results_dir.parent / "runs"
+    for seed in SEEDS:  # as published: each file's size and hash
+        (runs / f"seed-{seed}" / MANIFEST).write_text(
+            json.dumps(manifest_of(runs / f"seed-{seed}"))
+        )
+    before = _contents(results_dir)
+    path = runs / "seed-2" / damaged
+    path.write_bytes(path.read_bytes()[:40] + b"x" * (path.stat().st_size - 40))  # same size
     with pytest.raises(SeedvarError) as refused:
-        write_results(config, results_dir.parent / "runs", results_dir)
-    assert str(refused.value).startswith(f"{metrics} is damaged (not JSON)")
+        write_results(config, runs, results_dir)
+    assert str(refused.value).startswith(f"{path} is damaged (it differs from the seed's")
     assert "\n" not in str(refused.value)
-    after = {p.relative_to(results_dir): p.read_bytes() for p in results_dir.rglob("*.*")}
-    assert after == before  # never half a results/
+    assert _contents(results_dir) == before
+    assert not list(results_dir.parent.glob("results.partial-*"))
+
+
+def test_a_failure_midway_through_aggregate_leaves_the_old_results(results, monkeypatch):
+    results_dir, config = results
+    before = _contents(results_dir)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(
+        aggregate_module, "write_further", lambda *_, **__: (_ for _ in ()).throw(full)
+    )
+    with pytest.raises(OSError, match="No space left"):
+        write_results(config, results_dir.parent / "runs", results_dir)
+    assert _contents(results_dir) == before  # seeds.csv, summary.json ... were written aside
     assert not list(results_dir.parent.glob("results.partial-*"))
 
 

@@ -355,6 +355,10 @@ class Config(Section):
         """Short hash of one seed's recipe."""
         return short_hash(self.recipe())
 
+    def plan_hash(self) -> str:
+        """Short hash of the analysis plan (each seed records it when it trains)."""
+        return short_hash(self.plan.model_dump())
+
     def study_hash(self) -> str:
         """Short hash of the study's recipe: the seed's, but for the seed itself."""
         return short_hash(self.recipe(per_seed=False))

@@ -16,7 +16,6 @@ from seedvar.files import staged_into
 from seedvar.results.aggregate import aggregate, write_json
 from seedvar.results.evidence import Evidence
 from seedvar.results.past_the_paper import JOINT, OURS
-from seedvar.results.plan import plan_hash
 from seedvar.stats.analysis import LEAD_RATIO
 from seedvar.stats.bounds import STD_FLOOR, STD_RATIO
 from seedvar.stats.components import ALPHA, COMPONENTS, holm
@@ -332,7 +331,7 @@ def _write_results(config: Config, runs_dir: Path, results_dir: Path) -> None:
     reference = found.reference_predicts
     record["reference_predicts"] = None if reference is None else prediction_record(reference)
     kept = {"kept": plan_text(found.look.kept), "rule": found.look.kept.rule}
-    record["plan"] = asdict(found.look) | {"hash": plan_hash(config)} | kept
+    record["plan"] = asdict(found.look) | {"hash": config.plan_hash()} | kept
     record["control"] = control_record(found.control, config.plan.alpha)
     write_json(results_dir / "verdict.json", record)
     correlations = pd.DataFrame([_worded(c) for c in found.correlations])

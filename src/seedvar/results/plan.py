@@ -3,8 +3,6 @@ was declared before every seed trained, and the treated spread against the negat
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -16,12 +14,6 @@ from seedvar.errors import SeedvarError
 from seedvar.seeds.finished import CONFIG, FinishedSeed
 from seedvar.stats.plan import ControlTest, Look, exceeds_control, look
 from seedvar.stats.verdict import Design
-
-
-def plan_hash(config: Config) -> str:
-    """A short hash of the plan as declared (what each seed's config.yaml records)."""
-    text = json.dumps(config.plan.model_dump(), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def plan_look(config: Config, runs_dir: Path) -> Look:

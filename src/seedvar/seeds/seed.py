@@ -242,6 +242,7 @@ def _seed_tags(config: Config) -> dict[str, str]:
     return {
         tracking.ROLE_TAG: "seed",
         "seedvar.config_hash": config.hash(),
+        "seedvar.plan_hash": config.plan_hash(),  # the analysis plan it trained under
         "seedvar.init_seed": str(config.train.effective_init_seed),  # to group runs by
         "seedvar.data_seed": str(config.train.effective_data_seed),  # either seed in the UI
         tracking.DESCRIPTION_TAG: description,
