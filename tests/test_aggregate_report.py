@@ -283,10 +283,11 @@ def test_a_damaged_seed_is_named_in_one_line_and_the_old_results_stay(results, d
 def test_a_failure_midway_through_aggregate_leaves_the_old_results(results, monkeypatch):
     results_dir, config = results
     before = _contents(results_dir)
-    full = OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(
-        aggregate_module, "write_further", lambda *_, **__: (_ for _ in ()).throw(full)
-    )
+
+    def no_space(*_args, **_kwargs):  # the disk fills after seeds.csv, summary.json, ...
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(aggregate_module, "write_further", no_space)
     with pytest.raises(OSError, match="No space left"):
         write_results(config, results_dir.parent / "runs", results_dir)
     assert _contents(results_dir) == before  # seeds.csv, summary.json ... were written aside
