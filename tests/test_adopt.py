@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from seedvar.cli import main
-from tests.test_cli import SMOKE
+from tests.helpers import SMOKE
 
 
 def _carry(seed: Path, into: Path) -> Path:

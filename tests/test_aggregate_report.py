@@ -22,7 +22,7 @@ from seedvar.results.aggregate import flat_headline, read_headline
 from seedvar.seeds.evaluate import prediction_frame, prediction_metrics
 from seedvar.seeds.finished import MANIFEST, manifest_of
 from seedvar.stats.components import DRAWS
-from tests.conftest import OFFLINE
+from tests.helpers import OFFLINE
 
 SEEDS = [0, 1, 2, 3]
 REFERENCE = OFFLINE / "reference" / "mccoy2020_runs.csv"

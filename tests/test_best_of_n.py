@@ -16,7 +16,7 @@ from seedvar.stats.best_of_n import (
     expected_best,
     expected_chosen,
 )
-from tests.conftest import OFFLINE
+from tests.helpers import OFFLINE
 
 PAPER = OFFLINE / "reference" / "mccoy2020_runs.csv"
 

@@ -14,16 +14,7 @@ from seedvar.cli import main
 from seedvar.errors import ModelError
 from seedvar.pretrained import load_tokenizer
 from seedvar.scale.cluster import SeedResources, this_machine
-from tests.conftest import QUICK, STUDY, run_command
-
-SMOKE = [
-    "--profile",
-    "smoke",
-    "--set",
-    "data.max_train_examples=200",
-    "--set",
-    "data.max_eval_examples=300",
-]
+from tests.helpers import QUICK, SMOKE, STUDY, run_command
 
 
 def test_bad_setting_is_one_line_and_exit_2(study_dir: Path, capsys: pytest.CaptureFixture):

@@ -8,7 +8,7 @@ import pytest
 
 from seedvar.config import load_config, parse_override
 from seedvar.errors import ConfigError
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 def test_defaults_are_the_papers_recipe(tmp_path: Path):

@@ -17,7 +17,7 @@ from seedvar.data.tokenized import tokenize_cached
 from seedvar.errors import DataError
 from seedvar.pretrained import load_tokenizer
 from seedvar.training.datamodule import PadToLongest
-from tests.conftest import FIXTURES, OFFLINE, QUICK, REPO, run_command
+from tests.helpers import FIXTURES, OFFLINE, QUICK, REPO, run_command
 
 MNLI_COLUMNS = ["id", "premise", "hypothesis", "label"]
 CONFIG = load_config(None, profile="smoke")  # the paper's declaration: MNLI -> HANS

@@ -4,7 +4,6 @@ load_config, before any data is read."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -16,9 +15,7 @@ from seedvar.data.sets import augmentation, load_evaluation_sets, load_study_set
 from seedvar.declared import task_to_diagnostic
 from seedvar.errors import ConfigError, DataError
 from seedvar.metrics import diagnostic_columns
-from tests.conftest import OFFLINE, QUICK, run_command
-from tests.test_own_set import MINE  # a user's challenge set over mine.csv (challenge_csv)
-from tests.test_safety import one_line_error
+from tests.helpers import MINE, OFFLINE, QUICK, challenge_csv, one_line_error, run_command, seedvar
 
 
 def config_error(*overrides: str) -> str:
@@ -28,24 +25,6 @@ def config_error(*overrides: str) -> str:
     message = str(caught.value)
     assert "\n" not in message and message.startswith("invalid configuration: ")
     return message
-
-
-def challenge_csv(path: Path, **columns: list) -> pd.DataFrame:
-    """mine.csv: 40 real MNLI pairs relabelled 2-way (context, claim, verdict), in two
-    phenomena, with `columns` beside them (each 40 values)."""
-    mnli = pd.read_parquet(OFFLINE / "mnli" / "validation_matched.parquet").head(40)
-    verdict = ["entailment" if label == 0 else "non-entailment" for label in mnli["label"]]
-    frame = pd.DataFrame(
-        {"context": mnli["premise"], "claim": mnli["hypothesis"], "verdict": verdict}
-    )
-    frame = frame.assign(phenomenon=["negation", "quantifiers"] * 20, **columns)
-    frame.to_csv(path, index=False)
-    return frame
-
-
-def seedvar(*args: str) -> list[str]:
-    """The `seedvar` command line, as the console script runs it."""
-    return [sys.executable, "-m", "seedvar.cli", *args]
 
 
 def params_with(path: Path, **mine: object) -> str:

@@ -14,9 +14,7 @@ from seedvar.config import Config, load_config
 from seedvar.data.sets import load_evaluation_sets
 from seedvar.errors import ConfigError
 from seedvar.metrics import diagnostic_columns
-from tests.conftest import OFFLINE, QUICK, REPO, run_command
-from tests.test_declared import challenge_csv, seedvar
-from tests.test_safety import one_line_error
+from tests.helpers import OFFLINE, QUICK, REPO, challenge_csv, one_line_error, run_command, seedvar
 
 DOC = REPO / "docs" / "declaring.md"
 SIX = "Lexical (entailed), Lexical (nonent), Subseq (entailed), Subseq (nonent), "

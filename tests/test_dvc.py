@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import QUICK, STUDY, commit, dvc_project, run_ok, seed_runs, stages_ran
+from tests.helpers import QUICK, STUDY, commit, dvc_project, run_ok, seed_runs, stages_ran
 
 pytestmark = pytest.mark.slow
 SEED_STAGES = {"train"}
@@ -193,12 +193,14 @@ ELSEWHERE = {  # each stage's command, its outputs written beside the study's, n
 }
 
 
-def test_every_module_a_stage_imports_is_a_dependency_of_it(study: Path):
+def test_a_stages_code_dependencies_are_exactly_the_modules_it_imports(study: Path):
     """Each stage's command run as DVC runs it (its outputs pointed elsewhere): every seedvar
-    module it imported lies in one of the stage's declared dependencies."""
+    module it imported lies in one of the stage's declared dependencies, and every declared
+    module (or folder of modules) holds one it imported: nothing reruns a stage for code it
+    never runs."""
     stages = yaml.safe_load((study / "dvc.yaml").read_text())["stages"]
     package = Path(__import__("seedvar").__file__).parent  # the installed src/seedvar
-    imported, missing = {}, {}
+    imported, missing, extra = {}, {}, {}
     for name, stage in stages.items():
         assert stage["cmd"].split()[1] == ELSEWHERE[name][0]
         record = study / "elsewhere" / f"{name}.json"
@@ -213,5 +215,8 @@ def test_every_module_a_stage_imports_is_a_dependency_of_it(study: Path):
         deps = [dep.replace("${profile}", "smoke") for dep in stage["deps"]]
         imported[name] = files
         missing[name] = [f for f in files if not any(f == d or f.startswith(f"{d}/") for d in deps)]
+        code = [d for d in deps if d.startswith("src/seedvar") and not d.endswith(".yaml")]
+        extra[name] = [d for d in code if not any(f == d or f.startswith(f"{d}/") for f in files)]
     assert "src/seedvar/training/fit.py" in imported["train"]  # it did train
     assert not any(missing.values()), f"add to dvc.yaml's deps: {json.dumps(missing, indent=1)}"
+    assert not any(extra.values()), f"drop from dvc.yaml's deps: {json.dumps(extra, indent=1)}"

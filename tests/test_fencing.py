@@ -22,7 +22,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import QUICK, seed_runs
+from tests.helpers import QUICK, seed_runs
 
 pytestmark = pytest.mark.slow
 RECIPE = [

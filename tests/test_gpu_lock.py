@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 PIN = re.compile(r"^nvidia-ml-py==(\d+)\.[\d.]+ \\\n((?: +--hash=sha256:[0-9a-f]{64}.*\n)+)", re.M)
 

@@ -30,7 +30,7 @@ from seedvar.training.datamodule import NLIDataModule
 from seedvar.training.fit import fit, trainer_for
 from seedvar.training.module import NLIClassifier
 from seedvar.training.resume import ResumeCheckpoint, readable
-from tests.conftest import QUICK, REPO, run_command
+from tests.helpers import QUICK, REPO, run_command
 
 SMOKE = load_config(None, profile="smoke")
 GPU_MACHINE = REPO / "tests" / "fixtures" / "gpu_machine"  # a sitecustomize without those

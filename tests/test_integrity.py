@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 from seedvar.config import load_config
 from seedvar.project import work_dir_of
 from seedvar.scale.launch import lease
-from tests.conftest import QUICK, STUDY, run_command, seed_runs
+from tests.helpers import QUICK, STUDY, run_command, seed_runs
 
 SETTINGS = [
     "data.max_train_examples=800",

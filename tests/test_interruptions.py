@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from seedvar.processes import alive, descendants, started_at
-from tests.conftest import (
+from tests.helpers import (
     QUICK,
     REPO,
     STUDY,

@@ -22,7 +22,7 @@ from seedvar.scale import launch as launching
 from seedvar.scale.cluster import SeedResources
 from seedvar.scale.scheduler import Cause, InProcess, Scheduler, SeedTask, Status, TaskKey
 from seedvar.seeds import seed as seed_module
-from tests.conftest import seed_runs
+from tests.helpers import seed_runs
 
 ONE_AT_A_TIME = f"ray.cpus_per_seed={len(os.sched_getaffinity(0))}"
 

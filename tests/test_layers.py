@@ -1,11 +1,12 @@
-"""The layers of docs/architecture.md, held against the imports of every module in src/."""
+"""The layers of docs/architecture.md, held against the imports of every module in src/; and
+the test modules, which import helpers from tests/helpers.py and never one another."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 PACKAGE = REPO / "src" / "seedvar"
 ENTRY = {"cli", "preflight"}  # the top-level modules that may import every layer
@@ -58,3 +59,35 @@ def test_every_module_imports_only_the_layers_below_its_own():
     subpackages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     assert set(MAY_IMPORT) == subpackages | {"foundation", "entry"}  # every layer is listed
     assert imported(PACKAGE / "results" / "aggregate.py") >= {"stats", "seeds"}  # it reads them
+
+
+def imported_from_tests(path: Path) -> set[str]:
+    """The modules under tests/ that `path` imports (`tests.helpers`, ...), relative imports
+    and `from tests import x` included."""
+    modules = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            modules += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level <= 1:
+            module = node.module or ""
+            if node.level == 1:  # from .x import y, from . import x: a module of tests/
+                module = f"tests.{module}".rstrip(".")
+            if module == "tests":
+                modules += [f"tests.{alias.name}" for alias in node.names]
+            else:
+                modules.append(module)
+    return {".".join(m.split(".")[:2]) for m in modules if m.startswith("tests.")}
+
+
+def test_no_test_module_imports_another():
+    """Test modules share helpers through tests/helpers.py (and tests/postgres.py) and fixtures
+    through conftest.py, never by importing conftest or another test module: that would run
+    the other module's import-time code, and tie its tests to helpers it happens to hold."""
+    crossings = []
+    for path in sorted((REPO / "tests").glob("test_*.py")):
+        for module in sorted(imported_from_tests(path)):
+            name = module.split(".")[1]
+            if name == "conftest" or name.startswith("test_"):
+                crossings.append(f"{path.name} imports {module}")
+    assert crossings == []
+    assert imported_from_tests(Path(__file__)) == {"tests.helpers"}  # the imports are seen

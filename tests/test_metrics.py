@@ -20,7 +20,7 @@ from seedvar.metrics import (
     majority_share_key,
     set_metrics,
 )
-from tests.conftest import OFFLINE
+from tests.helpers import OFFLINE
 
 CONFIG = load_config(None, profile="smoke")
 TASK = CONFIG.task

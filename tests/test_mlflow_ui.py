@@ -29,7 +29,7 @@ import pytest
 
 from seedvar import tracking
 from seedvar.config import Config, load_config
-from tests.conftest import REPO, seed_name, seed_runs
+from tests.helpers import REPO, seed_name, seed_runs
 
 
 def screenshots_script() -> ModuleType:

@@ -20,7 +20,7 @@ from seedvar.training.datamodule import NLIDataModule
 from seedvar.training.dropout import BitDropout, bit_dropout, keep_mask
 from seedvar.training.module import NLIClassifier
 from seedvar.training.predict import predict_logits
-from tests.conftest import OFFLINE
+from tests.helpers import OFFLINE
 
 TASK = load_config(None).task
 LABELS = TASK.labels

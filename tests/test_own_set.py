@@ -15,34 +15,9 @@ from seedvar.config import load_config
 from seedvar.errors import ConfigError, DataError
 from seedvar.report.wording import write_results
 from seedvar.seeds.seed import run_seed
-from tests.conftest import OFFLINE
+from tests.helpers import MINE, write_challenge_set
 
 pytestmark = pytest.mark.slow
-MINE = {
-    "source": "mine.csv",
-    "labels": ["entailment", "non-entailment"],
-    "collapse": {"non-entailment": ["neutral", "contradiction"]},
-    "fields": {"premise": ["context"], "hypothesis": ["claim"], "label": ["verdict"]},
-    "groups": {"phenomenon": {}},
-    "headline": ["mine/negation"],
-}
-
-
-def write_challenge_set(path: Path) -> pd.DataFrame:
-    """40 real MNLI pairs relabelled 2-way, in two phenomena, under the user's own names."""
-    mnli = pd.read_parquet(OFFLINE / "mnli" / "validation_matched.parquet").head(40)
-    frame = pd.DataFrame(
-        {
-            "context": mnli["premise"],
-            "claim": mnli["hypothesis"],
-            "verdict": [
-                "entailment" if label == 0 else "non-entailment" for label in mnli["label"]
-            ],
-            "phenomenon": ["negation", "quantifiers"] * 20,
-        }
-    )
-    frame.to_csv(path, index=False)
-    return frame
 
 
 def test_a_challenge_set_declared_in_params_is_trained_on_and_aggregated(study_dir: Path):

@@ -12,7 +12,8 @@ from mlflow.tracking import MlflowClient
 
 from seedvar.results.aggregate import read_headline
 from seedvar.scale.cluster import SeedResources, this_machine
-from tests.conftest import (
+from tests.helpers import (
+    MINE,
     QUICK,
     commit,
     dvc_project,
@@ -21,8 +22,8 @@ from tests.conftest import (
     seed_runs,
     set_params,
     stages_ran,
+    write_challenge_set,
 )
-from tests.test_own_set import MINE, write_challenge_set
 
 pytestmark = pytest.mark.slow
 

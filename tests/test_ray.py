@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import QUICK, STUDY, dvc_project, run_command, run_ok, seed_name, seed_runs
+from tests.helpers import QUICK, STUDY, dvc_project, run_command, run_ok, seed_name, seed_runs
 
 pytestmark = pytest.mark.slow
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="pip install -e '.[ray]'")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import QUICK, REPO, dvc_project, make, run_command, run_ok
+from tests.helpers import QUICK, REPO, dvc_project, make, run_command, run_ok
 
 pytestmark = pytest.mark.slow
 

@@ -15,20 +15,13 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import OFFLINE, QUICK, STUDY, run_command, seed_runs
+from tests.helpers import OFFLINE, QUICK, STUDY, one_line_error, run_command, seed_runs
 
 SMOKE = ["--profile", "smoke"]
 
 
 def train(*args: str) -> list[str]:
     return [sys.executable, "-m", "seedvar.cli", "train", *SMOKE, *args]
-
-
-def one_line_error(done: subprocess.CompletedProcess, message: str) -> None:
-    """Exit 2, no traceback, and one error line (the last) that says `message`."""
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("seedvar: error: ") and message in last, done.stderr
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ from seedvar.seeds.seed import Every
 from seedvar.sweep.pruning import stop_with_trial
 from seedvar.sweep.report import write_sweep_outputs
 from seedvar.sweep.trial import run_sweep
-from tests.conftest import QUICK, STUDY, run_command
+from tests.helpers import QUICK, STUDY, run_command
 
 pytestmark = pytest.mark.slow
 SPACE = (

@@ -27,7 +27,7 @@ from seedvar.config import load_config
 from seedvar.errors import transient
 from seedvar.tracking import FINISHED, TrackedRun, open_store, retry, start_run, tracking_uri
 from seedvar.tracking.logger import RunLogger
-from tests.conftest import STUDY, run_command, seed_name, seed_runs, training_now
+from tests.helpers import STUDY, run_command, seed_name, seed_runs, training_now
 from tests.postgres import postgres_server
 
 LONGER = ["--set", "data.max_train_examples=800", "--set", "train.epochs=2"]
