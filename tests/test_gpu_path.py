@@ -71,6 +71,53 @@ def test_a_gpu_profile_stops_with_the_driver_and_torch_cuda_versions(
     device.require_gpu(paper.model_copy(update={"train": SMOKE.train}))  # auto: no stop
 
 
+ARCHES = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]  # a CUDA 13 build
+
+
+@pytest.mark.parametrize(
+    ("capability", "refused"), [((7, 0), True), ((6, 0), True), ((8, 9), False), ((12, 1), False)]
+)
+def test_a_gpu_torch_has_no_kernels_for_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int], refused: bool
+):
+    """A V100 (7.0) or P100 (6.0) passes is_available() under a CUDA 13 build and then fails
+    every seed with "no kernel image": refused before any work, naming why and the fix."""
+    a_gpu(monkeypatch, capability)
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ARCHES)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "a GPU")
+    paper = load_config(None, profile="paper")
+    if not refused:
+        device.require_gpu(paper)  # an 8.9 runs sm_86's binary; 12.1 runs sm_120's
+        return
+    with pytest.raises(DeviceError) as stopped:
+        device.require_gpu(paper)
+    message = str(stopped.value)
+    assert f"compute capability {capability[0]}.{capability[1]}" in message
+    assert "sm_75, sm_80" in message and "install a torch built for an older CUDA" in message
+    assert "\n" not in message
+
+
+def test_a_checkpoint_resumes_where_fewer_gpus_are_visible(monkeypatch: pytest.MonkeyPatch):
+    """Saved by a process that saw 8 GPUs, resumed by one that sees 1 (a seed per GPU): each
+    visible GPU's RNG state restored, none asked of a GPU that is not there."""
+    a_gpu(monkeypatch, (9, 0), count=1)
+    restored: list[int] = []
+
+    def set_state(state: torch.Tensor, device_index: int = 0) -> None:
+        if device_index >= 1:
+            raise IndexError(f"no GPU {device_index}")  # as torch says for a device not there
+        restored.append(device_index)
+
+    monkeypatch.setattr(torch.cuda, "set_rng_state", set_state)
+    monkeypatch.setattr(torch.cuda.random, "set_rng_state", set_state)
+    saved = {
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": [torch.zeros(16, dtype=torch.uint8)] * 8,
+    }
+    ResumeCheckpoint(Path("unused.ckpt"), 15.0, None).load_state_dict(saved)
+    assert restored == [0]
+
+
 def test_a_gpu_study_stops_before_any_work_on_this_cpu(study_dir: Path):
     """The offline study told to train on a GPU (as the paper profile is, which needs the hub
     too): every command that would work stops in one line, and nothing is written."""

@@ -51,7 +51,7 @@ def cuda_problem() -> str | None:
     """Why torch cannot train on a GPU here (torch's build, the driver, their versions), or
     None where it can."""
     if torch.cuda.is_available():
-        return None
+        return kernel_problem()
     if torch.version.cuda is None:
         return (
             f"torch {torch.__version__} is a CPU build; build .venv from the GPU lock "
@@ -69,6 +69,29 @@ def cuda_problem() -> str | None:
         f"NVIDIA driver {driver} cannot run torch {torch.__version__}, built for CUDA "
         f"{torch.version.cuda} (it needs driver {needed} or newer); update the driver, or "
         "install a torch built for the driver's CUDA into .venv"
+    )
+
+
+def kernel_problem() -> str | None:
+    """Why torch has no kernels for this GPU (its compute capability is older than every
+    architecture torch was built for), or None where it has: a binary for the same major and
+    an equal or lower minor, or PTX for an equal or lower capability, runs."""
+    major, minor = torch.cuda.get_device_capability()
+    built = torch.cuda.get_arch_list()
+    for arch in built:
+        kind, _, number = arch.partition("_")
+        if not number.isdigit():
+            continue
+        found = (int(number[:-1]), int(number[-1]))
+        if (kind == "sm" and found[0] == major and found <= (major, minor)) or (
+            kind == "compute" and found <= (major, minor)
+        ):
+            return None
+    return (
+        f"this GPU (compute capability {major}.{minor}, {torch.cuda.get_device_name()}) has no "
+        f"kernels in torch {torch.__version__}, built for {', '.join(built)}; install a torch "
+        "built for an older CUDA that lists it (the GPU lock targets CUDA 13: Turing, 7.5, and "
+        "newer), or train on a newer GPU"
     )
 
 

@@ -81,9 +81,12 @@ class ResumeCheckpoint(L.Callback):
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """The RNG states saved, each GPU's for the GPUs this process sees (a seed trains on
+        its first): a checkpoint saved where 8 were visible resumes where 1 is."""
         torch.set_rng_state(state_dict["torch_rng"])
-        if state_dict["cuda_rng"]:
-            torch.cuda.set_rng_state_all(state_dict["cuda_rng"])
+        present = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        for device, state in enumerate(state_dict["cuda_rng"][:present]):
+            torch.cuda.set_rng_state(state, device)
 
 
 def readable(checkpoint: Path) -> bool:
