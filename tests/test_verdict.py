@@ -331,6 +331,12 @@ def test_seedvar_verdict_decides_a_published_table_or_names_the_problem(tmp_path
     assert record["rule"] == "passes" and record["noise_method"]["MNLI dev acc."].startswith(
         "binomial"
     )
+    # the heuristic, from the 30 subcases' rates: Lexical's and Constituent's seed main effects
+    # stand against the seed x subcase interaction, Subseq's does not
+    assert set(record["numbers"]["main_p"]) == {"Lexical (nonent)", "Constituent (nonent)"}
+    tests = {test["column"]: test["heuristic"] for test in record["tests"]}
+    assert tests["Subseq (nonent)"]["main_p"] == pytest.approx(0.079, abs=0.001)
+    assert tests["Constituent (nonent)"]["main_p"] == pytest.approx(0.0017, abs=0.0001)
     assert main(["verdict", "--profile", "cpu", str(PAPER_RUNS)]) == 2  # lacks SNLI, GLUE columns
     assert "the table has no column 'SNLI dev acc.'" in capsys.readouterr().err
     assert main(["verdict", "--profile", "demo", str(tmp_path / "none.csv")]) == 2

@@ -28,24 +28,24 @@ aggregate() {
 }
 
 I=$R/inoculation
-HELD_IN=(--set 'plan.held_in=[Lexical (nonent)]')
 CONTROL=$OUT/inoculation-control.seeds.csv
 with_control() { if [ -f "$CONTROL" ]; then echo "--set plan.control=$CONTROL"; fi; }
 
 STUDY=inoculation-control
 if wanted "$@" && [ -d "$I/control/seeds" ]; then
-  aggregate $STUDY inoculation 12 "$I"/control/seeds/seed-* -- --set data.augment_examples=0
+  aggregate $STUDY inoculation 12 "$I"/control/seeds/seed-* -- --set data.augment_examples=0 \
+    --set 'plan.held_in=[]'  # no rule shown: its plan, as its seeds recorded it
 fi
 STUDY=inoculation-3000
 if wanted "$@"; then
   # shellcheck disable=SC2046
-  aggregate $STUDY inoculation 16 "$I"/lexical-3000/seeds/seed-* -- "${HELD_IN[@]}" $(with_control)
+  aggregate $STUDY inoculation 16 "$I"/lexical-3000/seeds/seed-* -- $(with_control)
 fi
 STUDY=inoculation-1000
 if wanted "$@"; then
   # shellcheck disable=SC2046
   aggregate $STUDY inoculation 24 "$I"/pilot/lexical-1000/seeds/seed-* \
-    "$I"/sweep/lexical-1000/seeds/seed-* -- --set data.augment_examples=1000 "${HELD_IN[@]}" \
+    "$I"/sweep/lexical-1000/seeds/seed-* -- --set data.augment_examples=1000 \
     $(with_control)
 fi
 STUDY=inoculation-300
@@ -53,7 +53,7 @@ if wanted "$@"; then
   # shellcheck disable=SC2046
   aggregate $STUDY inoculation 24 "$I"/pilot/lexical-300/seeds/seed-* \
     "$I"/lexical-300/seeds/seed-* "$I"/sweep/lexical-300/seeds/seed-* -- \
-    --set data.augment_examples=300 "${HELD_IN[@]}" $(with_control)
+    --set data.augment_examples=300 $(with_control)
 fi
 STUDY=cpu-rerun
 if wanted "$@"; then
