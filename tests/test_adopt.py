@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from seedvar.cli import main
+from seedvar.seeds.finished import MANIFEST, manifest_of
 from tests.helpers import SMOKE
 
 
@@ -72,6 +73,11 @@ def test_a_carried_seed_of_another_recipe_or_other_data_is_refused(
     recorded = json.loads((carried / "data.json").read_text())
     edited = {name: "0" * len(digest) for name, digest in recorded.items()}
     (carried / "data.json").write_text(json.dumps(edited))
+    assert main(["adopt", str(carried), *SMOKE, "--prepared", "prepared"]) == 2
+    assert "data.json differs from that seed's manifest.json (damaged since" in (
+        capsys.readouterr().err
+    )
+    (carried / MANIFEST).write_text(json.dumps(manifest_of(carried)))  # made on other data
     assert main(["adopt", str(carried), *SMOKE, "--prepared", "prepared"]) == 2
     assert "was scored on other versions of the study's sets than the prepared ones" in (
         capsys.readouterr().err

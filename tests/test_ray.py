@@ -316,7 +316,7 @@ def test_a_corrupt_data_file_fails_fast_with_its_error_and_no_retries(cluster, s
     """Broken after its first record, which the launch's check of the header reads: only the
     seeds, reading it whole, find it."""
     first = {"idx": 0, "premise": "a", "hypothesis": "b", "label": 0}
-    first |= {"heuristic": "lexical_overlap", "subcase": "ln_passive"}
+    first |= {"heuristic": "lexical_overlap", "subcase": "ln_passive", "template": "temp20"}
     Path("hans.jsonl").write_text(json.dumps(first) + '\n{"idx": 1, "pre\n')
     settings = on(cluster, "diagnostics.hans.source=hans.jsonl")
     done = run_command(
