@@ -75,12 +75,13 @@ def _outcomes(truth: Truth, studies: int, resamples: int = 100, design=DESIGN) -
     ids=["d 0", "d 1", "d 1, heavy tails"],
 )
 def test_a_pure_threshold_shift_never_reproduces(truth: Truth):
-    """1,000 studies of 12 seeds on a shared test set that differ only in how readily they
+    """100 studies of 12 seeds on a shared test set that differ only in how readily they
     answer label 1: the raw column spreads in nearly all (label bias), the verdict never says
-    reproduces."""
-    counts = _outcomes(truth, 1000)
+    reproduces (a rule on the raw column alone would in nearly all). The rates at scale are
+    benchmarks/verdict_rates.py's (docs/verdict.md)."""
+    counts = _outcomes(truth, 100)
     assert counts.get("passes", 0) == 0, counts
-    assert counts.get("label bias", 0) >= 950, counts
+    assert counts.get("label bias", 0) >= 90, counts
 
 
 def test_seeds_that_generalize_differently_reproduce():
