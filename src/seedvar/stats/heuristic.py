@@ -96,9 +96,9 @@ def _mean_square(term: tuple[float, int]) -> float:
 
 def _satterthwaite(terms: list[tuple[float, int]]) -> float:
     """The df of a sum of mean squares."""
-    squares = [_mean_square(t) for t in terms if t[1] > 0]
-    spread = sum(m**2 / t[1] for m, t in zip(squares, [t for t in terms if t[1] > 0], strict=True))
-    return sum(squares) ** 2 / spread if spread > 0 else 0.0
+    used = [(_mean_square(t), t[1]) for t in terms if t[1] > 0]
+    spread = sum(square**2 / df for square, df in used)
+    return sum(square for square, _ in used) ** 2 / spread if spread > 0 else 0.0
 
 
 def main_effect(y: np.ndarray) -> tuple[float | None, tuple[float, float] | None, float | None]:
