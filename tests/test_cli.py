@@ -124,8 +124,10 @@ def test_an_unknown_key_gets_did_you_mean(study_dir: Path, capsys: pytest.Captur
 
 
 def test_a_spread_needs_two_seeds_per_trial(study_dir: Path, capsys: pytest.CaptureFixture):
-    assert main(["config", "--set", "sweep.seeds_per_trial=1"]) == 2
+    one = ["--set", "sweep.seeds_per_trial=1"]
+    assert main(["config", *one, "--set", "sweep.mode=accuracy_and_spread"]) == 2
     assert "a trial's spread across seeds needs two seeds" in capsys.readouterr().err
+    assert main(["config", *one, "--set", "sweep.mode=accuracy"]) == 0  # a search on accuracy
 
 
 def test_a_misspelled_model_without_the_hub_gets_did_you_mean(study_dir: Path, capsys):

@@ -169,6 +169,35 @@ def test_bad_params_file(tmp_path: Path):
         load_config(params)
 
 
+def test_a_profile_extends_another_and_replaces_its_search_space():
+    base, hp = load_config(None, profile="inoculation"), load_config(None, profile="hp-inoculation")
+    assert hp.data == base.data and hp.task == base.task and hp.plan == base.plan
+    assert hp.train.learning_rate == base.train.learning_rate and hp.train.val_every_n_steps == 585
+    assert hp.seeds == list(range(100, 112)) and set(base.seeds).isdisjoint(hp.seeds)
+    assert set(hp.sweep.space) == {
+        "learning_rate",
+        "epochs",
+        "warmup_ratio",
+    }  # not augment_examples
+    assert load_config(None, profile="hp-paper").model == load_config(None, profile="paper").model
+
+
+@pytest.mark.parametrize("extends", ["nope", "looped"])
+def test_a_profile_extending_a_missing_or_looped_profile_is_refused(
+    extends: str, monkeypatch, tmp_path
+):
+    from seedvar import config as configuration
+
+    for name, text in {"looped": "extends: other\n", "other": "extends: looped\n"}.items():
+        (tmp_path / f"{name}.yaml").write_text(text)
+    (tmp_path / "first.yaml").write_text(f"extends: {extends}\n")
+    (tmp_path / "defaults.yaml").write_bytes(configuration.DEFAULTS.read_bytes())
+    monkeypatch.setattr(configuration, "PROFILES_DIR", tmp_path)
+    monkeypatch.setattr(configuration, "DEFAULTS", tmp_path / "defaults.yaml")
+    with pytest.raises(ConfigError, match=f"extends '{extends}'|extends 'looped'"):
+        load_config(None, profile="first")
+
+
 def test_parse_override_builds_nested_values():
     assert parse_override("data.max_train_examples=200") == {"data": {"max_train_examples": 200}}
     assert parse_override("tracking.uri=") == {"tracking": {"uri": None}}

@@ -103,6 +103,18 @@ def test_pruned_trials_are_pruned_in_optuna_and_mlflow(study_dir, monkeypatch):
         assert seed.info.status == "KILLED" and seed.data.tags["seedvar.pruned"] == "true"
 
 
+def test_a_one_seed_search_prunes_on_validations_within_the_epoch(study_dir: Path):
+    steps = ["sweep.seeds_per_trial=1", "train.val_every_n_steps=4", "sweep.study_name=search"]
+    config = load_config(None, [*SMOKE, *steps, "sweep.n_trials=2"], profile="smoke")
+    study = run_sweep(config)
+    first = study.trials[0]  # 13 steps of 16 pairs: validated at steps 4, 8 and 12
+    assert sorted(first.intermediate_values) == [4, 8, 12]
+    assert first.state.name == "COMPLETE" and first.value == first.user_attrs["mean/MNLI dev acc."]
+    assert study.trials[0].user_attrs["seeds"] == [0]
+    write_sweep_outputs(config, study, Path("results/search"))
+    assert "configurations completed" in Path("results/search/report.md").read_text()
+
+
 def test_multi_objective_mode_returns_a_pareto_front(study_dir: Path):
     config = load_config(
         None, [*SMOKE, "sweep.mode=accuracy_and_spread", "sweep.study_name=pareto"], profile="smoke"

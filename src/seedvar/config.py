@@ -39,6 +39,7 @@ Finite = Annotated[float, AllowInfNan(False)]  # .inf and .nan are typos, not se
 # A field's place in the recipe (what decides a seed's result), marked on the field itself:
 OUTSIDE_RECIPE: JsonDict = {"recipe": "no"}  # where a study runs, is cached and logged
 PER_SEED: JsonDict = {"recipe": "seed"}  # part of one seed's recipe, not of the study's
+IF_SET: JsonDict = {"recipe": "if set"}  # in the recipe once set (recipes of before it lack it)
 
 
 class ModelConfig(Section):
@@ -72,6 +73,9 @@ class TrainConfig(Section):
     eval_precision: Literal["auto", "32", "bf16", "16"]
     compile: StrictBool
     log_every_n_steps: StrictInt = Field(gt=0, json_schema_extra=OUTSIDE_RECIPE)
+    # validation every this many training steps (null: each epoch); a sweep's pruner reads it.
+    # In the recipe: each validation pass draws a loader seed from the global random stream
+    val_every_n_steps: StrictInt | None = Field(None, gt=0, json_schema_extra=IF_SET)
     # a resumable checkpoint every this many minutes of training (and every n steps, if set)
     checkpoint_every_minutes: Finite | None = Field(15.0, gt=0, json_schema_extra=OUTSIDE_RECIPE)
     checkpoint_every_n_steps: StrictInt | None = Field(None, gt=0, json_schema_extra=OUTSIDE_RECIPE)
@@ -133,7 +137,7 @@ class SweepConfig(Section):
     study_name: str
     storage: str
     n_trials: StrictInt = Field(gt=0)
-    seeds_per_trial: StrictInt
+    seeds_per_trial: StrictInt = Field(gt=0)
     mode: Literal["accuracy", "accuracy_and_spread"]
     pruner: Literal["median", "none"]
     sampler: Literal["tpe", "grid"] = "tpe"  # absent from configs recorded before the grid
@@ -141,12 +145,14 @@ class SweepConfig(Section):
     max_retries: StrictInt = Field(ge=0)
     space: dict[str, SearchRange]
 
-    @field_validator("seeds_per_trial")
-    @classmethod
-    def _a_spread(cls, seeds: int) -> int:
-        if seeds < 2:
-            raise ValueError("give 2 or more: a trial's spread across seeds needs two seeds")
-        return seeds
+    @model_validator(mode="after")
+    def _a_spread(self) -> SweepConfig:
+        if self.mode == "accuracy_and_spread" and self.seeds_per_trial < 2:
+            raise ValueError(
+                "seeds_per_trial: give 2 or more in the accuracy_and_spread mode: a trial's "
+                "spread across seeds needs two seeds"
+            )
+        return self
 
     @field_validator("space")
     @classmethod
@@ -530,14 +536,26 @@ def load_config(
     if chosen not in profile_names():
         names = ", ".join(profile_names())
         raise ConfigError(f"unknown profile {chosen!r}; choose one of {names}")
-    chosen_profile = read_params(PROFILES_DIR / f"{chosen}.yaml")
-    layers = [read_params(DEFAULTS), chosen_profile, from_file, from_overrides]
+    profile_layers = profile_chain(chosen)
+    layers = [read_params(DEFAULTS), *profile_layers, from_file, from_overrides]
     raw = layered(layers)
     raw["sweep"]["space"] = search_space(layers, whole_in_overrides="sweep.space" in keys)
     raw["profile"] = chosen
     origins = {"--set": from_overrides, str(params_path): from_file}
-    origins[f"profile {chosen}"] = chosen_profile
+    origins[f"profile {chosen}"] = layered(profile_layers)
     return validate(raw, origins=origins)
+
+
+def profile_chain(name: str, below: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """A profile's layers: those of the profile it `extends` (if any), then its own."""
+    profile = read_params(PROFILES_DIR / f"{name}.yaml")
+    base = profile.pop("extends", None)
+    if base is None:
+        return [profile]
+    if base not in profile_names() or base in (name, *below):
+        names = ", ".join(p for p in profile_names() if p not in (name, *below))
+        raise ConfigError(f"profile {name} extends {base!r}; name another profile: {names}")
+    return [*profile_chain(base, (*below, name)), profile]
 
 
 def layered(layers: list[dict[str, Any]]) -> dict[str, Any]:
@@ -612,6 +630,8 @@ def _describe(error: ValidationError, origins: dict[str, dict[str, Any]]) -> str
             close = close_match(str(problem["loc"][-1]), valid)
             guess = f"did you mean {close!r}? " if close else ""
             lines.append(f"unknown key {key!r}{where} ({guess}valid keys here: {', '.join(valid)})")
+        elif isinstance(problem.get("input"), dict):  # a section's own rule: its message says
+            lines.append(f"{key}: {problem['msg'].removeprefix('Value error, ')}{where}")
         else:
             lines.append(f"{key}: {problem['msg']} (got {problem.get('input')!r}){where}")
     return "invalid configuration: " + "; ".join(lines)

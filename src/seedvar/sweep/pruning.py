@@ -15,20 +15,23 @@ from seedvar import tracking
 
 
 class PruneOnValidation(L.Callback):
-    """Reports the seed's validation accuracy (`key`) after every epoch (step = epoch: the pruner
-    compares the same seed and epoch across trials); prunes if told to, raising RunPruned (not
-    optuna-integration's callback: the seed's run ends KILLED and tagged, not FAILED)."""
+    """Reports the seed's validation accuracy (`key`) after every validation, at its epoch, or
+    `by_step` at its training step (the pruner compares the same seed and step across trials);
+    prunes if told to, raising RunPruned (not optuna-integration's callback: the seed's run ends
+    KILLED and tagged, not FAILED)."""
 
-    def __init__(self, trial: optuna.Trial, key: str) -> None:
-        self.trial, self.key = trial, key
+    def __init__(self, trial: optuna.Trial, key: str, by_step: bool = False) -> None:
+        self.trial, self.key, self.by_step = trial, key, by_step
 
     def on_validation_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         if trainer.sanity_checking or self.key not in trainer.callback_metrics:
             return
-        epoch = trainer.current_epoch
-        self.trial.report(float(trainer.callback_metrics[self.key]), epoch)
+        unit, at = (
+            ("step", trainer.global_step) if self.by_step else ("epoch", trainer.current_epoch)
+        )
+        self.trial.report(float(trainer.callback_metrics[self.key]), at)
         if self.trial.should_prune():
-            raise tracking.RunPruned(f"pruned after epoch {epoch}")
+            raise tracking.RunPruned(f"pruned after {unit} {at}")
 
 
 def stop_with_trial(storage: BaseStorage, trial_id: int) -> Callable[[], None]:

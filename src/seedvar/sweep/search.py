@@ -147,7 +147,8 @@ def trial_callbacks(config: Config, number: int, reports: bool) -> list[L.Callba
     callbacks: list[L.Callback] = [Every(stop_with_trial(storage, trial), STOP_CHECK_SECONDS)]
     if reports and prunes(config.sweep):
         handle = optuna.trial.Trial(open_study(config, storage), trial)
-        callbacks.append(PruneOnValidation(handle, validation_key(config.task.validation)))
+        key, by_step = validation_key(config.task.validation), bool(config.train.val_every_n_steps)
+        callbacks.append(PruneOnValidation(handle, key, by_step))
     return callbacks
 
 

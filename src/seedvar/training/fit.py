@@ -91,6 +91,7 @@ def fine_tune(
         log_every_n_steps=train.log_every_n_steps,
         callbacks=callbacks,
         logger=logger,
+        val_every_n_steps=train.val_every_n_steps,
     )
     return fit(trainer, module, datamodule, checkpoint)
 
@@ -104,8 +105,10 @@ def trainer_for(
     log_every_n_steps: int,
     callbacks: list[L.Callback],
     logger: Logger | bool = False,
+    val_every_n_steps: int | None = None,
 ) -> L.Trainer:
-    """The Trainer of one seed on one device (`accelerator`: "gpu" or "cpu")."""
+    """The Trainer of one seed on one device (`accelerator`: "gpu" or "cpu"); validation each
+    epoch, or every `val_every_n_steps` training steps counted across epochs."""
     if accelerator == "gpu":
         torch.set_float32_matmul_precision("high")  # TF32 for what bf16 autocast keeps in fp32
     # Lightning's start-up notes (accelerators found, a logger advertisement) on every seed:
@@ -127,6 +130,8 @@ def trainer_for(
         enable_checkpointing=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
+        val_check_interval=val_every_n_steps,
+        check_val_every_n_epoch=None if val_every_n_steps else 1,
         enable_progress_bar=bars,
         callbacks=[*([bar] if bars else []), AtEachBatch(), *callbacks],
     )
