@@ -16,9 +16,10 @@ from sklearn.metrics import roc_auc_score
 from seedvar.config import Config, load_config
 from seedvar.errors import SeedvarError
 from seedvar.report.study import plot_groups, plot_scatter, write_report
-from seedvar.report.wording import write_results
+from seedvar.report.wording import population_text, verdict_text
 from seedvar.results import aggregate as aggregate_module
 from seedvar.results.aggregate import flat_headline, read_headline
+from seedvar.results.record import note_of, write_results
 from seedvar.seeds.evaluate import prediction_frame, prediction_metrics
 from seedvar.seeds.finished import MANIFEST, manifest_of
 from seedvar.stats.components import DRAWS
@@ -155,7 +156,8 @@ def test_aggregate_writes_every_table(results):
     }
     tests = {test["column"]: test for test in decision["tests"]}
     assert tests["Subseq (nonent)"]["heuristic"]["subcases"] == [5, 5]  # 5 entailed, 5 nonent
-    assert decision["population"]["Subseq (nonent)"].startswith("the heuristic (its subcases")
+    assert decision["population"]["Subseq (nonent)"] == "heuristic"  # a rule, its words below
+    assert population_text(decision)["Subseq (nonent)"].startswith("the heuristic (its subcases")
     # each seed's AUC counterpart, recomputed from its saved logits: within the heuristic
     # (20 entailed, 20 non-entailed examples), the AUC of entailment's log-odds against
     # neutral and contradiction for telling the entailed examples from the rest
@@ -205,7 +207,7 @@ def test_report_files_and_one_point_per_seed(results):
         assert (results_dir.parent / "report" / f"{plot}.png").stat().st_size > 10_000
     markdown = (results_dir.parent / "report" / "report.md").read_text()
     decision = json.loads((results_dir / "verdict.json").read_text())
-    assert f"Verdict: {decision['reason']}." in markdown
+    assert f"Verdict: {verdict_text(decision)}." in markdown and "reason" not in decision
     assert "Made from the paper study" in markdown and "4 seeds of bert-base-uncased" in markdown
     assert "evaluated on 60 mnli_matched, 60 mnli_mismatched and 120 hans examples" in markdown
     # HANS: every heuristic x label column, every subcase and template holds one gold label
@@ -353,7 +355,7 @@ def test_a_factorial_study_splits_its_seed_variance(tmp_path: Path):
     )
     interaction = np.sqrt(max(ms_residual - noise[column], 0))
     assert rows.loc["interaction", "std"] == pytest.approx(interaction, abs=1e-9)
-    assert pd.notna(rows.loc["interaction", "note"]) == (noise[column] > ms_residual)
+    assert (note_of(rows.loc["interaction"]) is not None) == (noise[column] > ms_residual)
     if ms_order > 0:
         below = stats.f.cdf(ms_init / ms_order, 2, 2)
         assert rows.loc["init", "init_vs_order_p"] == pytest.approx(

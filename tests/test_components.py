@@ -8,13 +8,14 @@ import pytest
 from scipy import stats
 
 from seedvar.config import load_config
-from seedvar.report.wording import components_text, note, worded_notes
+from seedvar.report.wording import components_text, note
 from seedvar.results.past_the_paper import (
     COMPONENT_COLUMNS,
     JOINT,
     component_table,
     diagonal_seeds,
 )
+from seedvar.results.record import noted
 from seedvar.stats.components import (
     ALPHA,
     COMPONENTS,
@@ -233,12 +234,12 @@ def test_component_table_puts_init_seeds_on_rows():
             "x": [by_init[config.with_seed(k).train.init_seed] for k in range(12)][::-1],
         }
     )
-    found = worded_notes(component_table(config, table, ["x"], {"x": 0.005**2}))
+    found = component_table(config, table, ["x"], {"x": 0.005**2})
     assert list(found.columns) == COMPONENT_COLUMNS
     found = found.set_index("source")
     assert found.loc["init", "std"] == pytest.approx(0.1)
     assert found.loc["data order", "std"] == 0.0 and found.loc["interaction", "std"] == 0.0
-    assert found.loc["interaction", "note"].startswith("evaluation noise 0.5 points exceeds")
+    assert note(found.loc["interaction", "note"]).startswith("evaluation noise 0.5 points exceeds")
     assert found.loc["init", "init_vs_order_p"] == 1 / DRAWS
     assert found.loc["init", "init_minus_order_var"] == pytest.approx(0.01)
     assert diagonal_seeds(config) == [0, 5, 10]
@@ -247,9 +248,9 @@ def test_component_table_puts_init_seeds_on_rows():
 def test_component_table_of_joint_seeds_carries_the_note():
     config = load_config(None, ["seeds=[0, 1, 2, 3]"])
     table = pd.DataFrame({"seed": [0, 1, 2, 3], "x": [0.5, 0.5, 0.5, 0.5]})
-    found = worded_notes(component_table(config, table, ["x"], {"x": 0.01**2}))
+    found = component_table(config, table, ["x"], {"x": 0.01**2})
     assert list(found.columns) == COMPONENT_COLUMNS and found["source"].tolist() == [JOINT]
-    assert "exceeds the observed spread" in found["note"].item()
+    assert "exceeds the observed spread" in note(found["note"].item())
 
 
 def test_components_text_names_the_larger_source_after_holm():
@@ -263,7 +264,7 @@ def test_components_text_names_the_larger_source_after_holm():
             "b": [0.5] * 12,
         }
     )
-    found = worded_notes(component_table(config, table, ["a", "b"], {"a": 1e-4, "b": 1e-4}))
+    found = noted(component_table(config, table, ["a", "b"], {"a": 1e-4, "b": 1e-4}))
     text = components_text(found, ["a", "b"])
     assert "Holm corrected over 2 columns at family-wise 0.05" in text
     assert "a: init 10.0% [" in text

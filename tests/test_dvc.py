@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import QUICK, STUDY, commit, dvc_project, run_ok, seed_runs, stages_ran
+from tests.helpers import (
+    QUICK,
+    STUDY,
+    commit,
+    dvc_project,
+    run_command,
+    run_ok,
+    seed_runs,
+    stages_ran,
+)
 
 pytestmark = pytest.mark.slow
 SEED_STAGES = {"train"}
@@ -89,6 +98,21 @@ def test_training_code_is_part_of_every_seeds_recipe(study: Path, edited):
 def test_report_code_reruns_only_the_report(study: Path, edited):
     edited("src/seedvar/report/study.py", "OURS, PAPER = ", "OURS, PAPER =  ")
     assert changed_stages(study) == {"report"}
+
+
+def test_a_sentence_edited_reruns_only_the_report(study: Path, edited):
+    edited(
+        "src/seedvar/report/wording.py", "does not reproduce: every", "does not reproduce; every"
+    )
+    assert changed_stages(study) == {"report"}
+
+
+def test_a_misspelt_profile_gets_seedvars_one_line_through_dvc_repro(study: Path, edited):
+    edited("params.yaml", "profile: smoke", "profile: smoek")
+    done = run_command(["dvc", "repro"], cwd=study, timeout=STUDY)
+    assert done.returncode != 0
+    assert "unknown profile 'smoek'; choose one of" in done.stdout + done.stderr
+    assert "No such file" not in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize(
@@ -215,7 +239,7 @@ def test_a_stages_code_dependencies_are_exactly_the_modules_it_imports(study: Pa
         deps = [dep.replace("${profile}", "smoke") for dep in stage["deps"]]
         imported[name] = files
         missing[name] = [f for f in files if not any(f == d or f.startswith(f"{d}/") for d in deps)]
-        code = [d for d in deps if d.startswith("src/seedvar") and not d.endswith(".yaml")]
+        code = [d for d in deps if d.startswith("src/seedvar") and "/profiles" not in d]
         extra[name] = [d for d in code if not any(f == d or f.startswith(f"{d}/") for f in files)]
     assert "src/seedvar/training/fit.py" in imported["train"]  # it did train
     assert not any(missing.values()), f"add to dvc.yaml's deps: {json.dumps(missing, indent=1)}"

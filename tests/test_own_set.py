@@ -13,7 +13,7 @@ import yaml
 
 from seedvar.config import load_config
 from seedvar.errors import ConfigError, DataError
-from seedvar.report.wording import write_results
+from seedvar.results.record import write_results
 from seedvar.seeds.seed import run_seed
 from tests.helpers import MINE, write_challenge_set
 

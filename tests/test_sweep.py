@@ -18,10 +18,10 @@ from seedvar import tracking
 from seedvar.cli import main
 from seedvar.config import load_config
 from seedvar.errors import ConfigError
+from seedvar.report.sweep import write_sweep_outputs
 from seedvar.scale import launch as launching
 from seedvar.seeds.seed import Every
 from seedvar.sweep.pruning import stop_with_trial
-from seedvar.sweep.report import write_sweep_outputs
 from seedvar.sweep.trial import run_sweep
 from tests.helpers import QUICK, STUDY, run_command
 

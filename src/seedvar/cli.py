@@ -236,7 +236,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _aggregate(args: argparse.Namespace) -> int:
     config = _config(args)
     require_tracked(config)  # its reference
-    from seedvar.report.wording import write_results
+    from seedvar.results.record import write_results
 
     write_results(config, Path(config.output_dir), args.results)
     seeds = f"{len(config.seeds)} seed" + ("s" if len(config.seeds) > 1 else "")
@@ -249,9 +249,10 @@ def _verdict(args: argparse.Namespace) -> int:
     check_headers(config)
     from seedvar.data.io import read_table
     from seedvar.data.sets import load_evaluation_sets
-    from seedvar.report.wording import reason_text, verdict_record
+    from seedvar.report.wording import reason_text
     from seedvar.results.aggregate import write_json
     from seedvar.results.evidence import from_rates
+    from seedvar.results.record import verdict_record
     from seedvar.stats.verdict import verdict
 
     if not args.table.is_file():
@@ -291,7 +292,7 @@ def _report(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     config = _config(args, *([f"sweep.n_trials={args.trials}"] if args.trials else []))
     preflight(config)
-    from seedvar.sweep.report import write_sweep_outputs
+    from seedvar.report.sweep import write_sweep_outputs
     from seedvar.sweep.trial import run_sweep
 
     try:

@@ -1,9 +1,8 @@
 """Every sentence a reader sees, rendered from the statistics' reasons (a rule and its numbers)
-and results/; and the records of results/ that carry them."""
+and results/'s records (seedvar.results.record)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -12,19 +11,14 @@ import pandas as pd
 
 from seedvar.config import Config
 from seedvar.declared import primary_column
-from seedvar.files import staged_into
-from seedvar.results.aggregate import aggregate, write_json
-from seedvar.results.evidence import Evidence
 from seedvar.results.past_the_paper import JOINT, OURS
+from seedvar.results.record import as_reason, note_of
 from seedvar.stats.analysis import LEAD_RATIO
 from seedvar.stats.bounds import STD_FLOOR, STD_RATIO
 from seedvar.stats.components import ALPHA, COMPONENTS, holm
-from seedvar.stats.correlation import Prediction
-from seedvar.stats.plan import ControlTest
 from seedvar.stats.power import DESIGN_POWER, DESIGN_SEED_STD, MAX_SEEDS
 from seedvar.stats.reason import Reason
 from seedvar.stats.sweep import SweepVerdict
-from seedvar.stats.verdict import Verdict
 
 MEASURES: dict[str, str] = {  # how a reason names a bias-free measure
     "AUC": "AUC of its label's score (threshold-free)",
@@ -238,37 +232,9 @@ def note(reason: Reason | None) -> str | None:
     return None if reason is None else reason_text(reason)
 
 
-def _worded(found: Any) -> dict[str, Any]:
-    """A dataclass with a `note` reason as a record: the note in words."""
-    return asdict(found) | {"note": note(found.note)}
-
-
-def worded_notes(table: pd.DataFrame) -> pd.DataFrame:
-    """A table whose `note` column holds reasons, with the notes in words."""
-    return table.assign(note=[note(reason) for reason in table["note"]])
-
-
-def prediction_record(prediction: Prediction) -> dict[str, str]:
-    return {"answer": prediction.answer, "reason": reason_text(prediction.reason)}
-
-
-def verdict_record(decision: Verdict, evidence: Evidence) -> dict[str, object]:
-    """verdict.json's content: the outcome, its reason (words, rule, numbers) and the numbers."""
-    return {
-        "outcome": decision.outcome,
-        "reason": reason_text(decision.reason),
-        "rule": decision.reason.rule,
-        "numbers": decision.reason.numbers,
-        "margin": decision.margin,
-        "bias_free_margin": decision.bias_free_margin,
-        "null_margin": decision.null_margin,
-        "min_seeds": decision.min_seeds,
-        "design": asdict(evidence.design),
-        "noise_method": {c: found.method for c, found in evidence.noise.items()},
-        "columns": [_worded(column) for column in decision.columns],
-        "tests": [asdict(test) for test in decision.tests],
-        "population": population(decision, evidence),
-    }
+def verdict_text(decision: dict[str, Any]) -> str:
+    """verdict.json's outcome and why, in one sentence."""
+    return reason_text(as_reason(decision))
 
 
 def plan_text(kept: Reason) -> str:
@@ -287,56 +253,31 @@ def plan_text(kept: Reason) -> str:
     )
 
 
-def control_record(tests: list[ControlTest], alpha: float) -> list[dict[str, object]]:
-    """Each compared column against the negative control, its numbers and its sentence
-    (one-sided, Bonferroni over the compared columns)."""
-    level = alpha / max(len(tests), 1)
-    found = []
-    for test in tests:
-        if test.p is None:
-            words = "not tested (too few seeds, or no spread)"
-        elif test.p < level:
-            words = f"exceeds the control's (p = {test.p:.2g} < {level:.2g})"
-        else:
-            words = f"not shown to exceed the control's (p = {test.p:.2g}, level {level:.2g})"
-        spread = f"seed std {_points(test.treated_std)} against {_points(test.control_std)}"
-        found.append(asdict(test) | {"text": f"{test.column}: {spread} points; {words}"})
-    return found
+def control_text(test: dict[str, Any]) -> str:
+    """A compared column against the negative control (verdict.json's `control`)."""
+    p, level = test["p"], test["level"]
+    if p is None:
+        words = "not tested (too few seeds, or no spread)"
+    elif p < level:
+        words = f"exceeds the control's (p = {p:.2g} < {level:.2g})"
+    else:
+        words = f"not shown to exceed the control's (p = {p:.2g}, level {level:.2g})"
+    spread = f"seed std {_points(test['treated_std'])} against {_points(test['control_std'])}"
+    return f"{test['column']}: {spread} points; {words}"
 
 
-def population(decision: Verdict, evidence: Evidence) -> dict[str, str]:
+def population_text(decision: dict[str, Any]) -> dict[str, str]:
     """Per tested column, what its claim covers: the heuristic (a seed main effect tested
     against its subcases), else the examples, resampled as the noise says."""
     found = {}
-    for test in decision.tests:
-        unit = evidence.noise[test.bias_free].method.split(" over ", 1)[-1]
-        if test.main_effect:
-            found[test.column] = f"the heuristic (its subcases random; noise over {unit})"
+    for column, claim in (decision.get("population") or {}).items():
+        bias_free = decision["design"]["bias_free"][column]
+        unit = decision["noise_method"][bias_free].split(" over ", 1)[-1]
+        if claim == "heuristic":
+            found[column] = f"the heuristic (its subcases random; noise over {unit})"
         else:
-            found[test.column] = f"these examples (noise over {unit})"
+            found[column] = f"these examples (noise over {unit})"
     return found
-
-
-def write_results(config: Config, runs_dir: Path, results_dir: Path) -> None:
-    """results/ and its worded records (verdict.json, correlations.csv, components.csv),
-    written aside and moved in when all are written: a failure leaves the results there were."""
-    with staged_into(results_dir) as partial:
-        _write_results(config, runs_dir, partial)
-
-
-def _write_results(config: Config, runs_dir: Path, results_dir: Path) -> None:
-    found = aggregate(config, runs_dir, results_dir)
-    record = verdict_record(found.decision, found.evidence)
-    record["predicts"] = prediction_record(found.predicts)
-    reference = found.reference_predicts
-    record["reference_predicts"] = None if reference is None else prediction_record(reference)
-    kept = {"kept": plan_text(found.look.kept), "rule": found.look.kept.rule}
-    record["plan"] = asdict(found.look) | {"hash": config.plan_hash()} | kept
-    record["control"] = control_record(found.control, config.plan.alpha)
-    write_json(results_dir / "verdict.json", record)
-    correlations = pd.DataFrame([_worded(c) for c in found.correlations])
-    correlations.to_csv(results_dir / "correlations.csv", index=False)
-    worded_notes(found.components).to_csv(results_dir / "components.csv", index=False)
 
 
 def sweep_summary(
@@ -393,11 +334,12 @@ def findings(config: Config, comparison: pd.DataFrame, decision: dict, n_seeds: 
     text = (
         f"Across {n_seeds} seeds, {base} {spread(base)}. Of the diagnostic sets' headline "
         f"columns, {widest} spreads widest: it {spread(widest)}.{shown} "
-        f"Verdict: {decision['reason']}. Does {base} predict the diagnostic columns across "
-        f"seeds? Ours: {decision['predicts']['reason']}."
+        f"Verdict: {verdict_text(decision)}. Does {base} predict the diagnostic columns across "
+        f"seeds? Ours: {reason_text(as_reason(decision['predicts']['reason']))}."
     )
     if decision.get("reference_predicts"):
-        text += f" The {reference}: {decision['reference_predicts']['reason']}."
+        found = reason_text(as_reason(decision["reference_predicts"]["reason"]))
+        text += f" The {reference}: {found}."
     return text
 
 
@@ -421,14 +363,15 @@ def claims_text(decision: dict) -> str:
             f"(main-effect sd {_points(main)}, quasi-F p = {found['main_p']:.2g}; interaction "
             f"sd {_points(inter)} points a subcase, {tested})."
         )
-    covers = decision.get("population") or {}
+    covers = population_text(decision)
     if covers:
         parts.append(
             "What each claim covers: " + "; ".join(f"{c}: {p}" for c, p in covers.items()) + "."
         )
     if decision.get("plan"):
-        parts.append(f"Analysis plan: {decision['plan']['kept']}.")
-    parts += [f"Against the negative control, {c['text']}." for c in decision.get("control", [])]
+        parts.append(f"Analysis plan: {plan_text(as_reason(decision['plan']['kept']))}.")
+    found = decision.get("control", [])
+    parts += [f"Against the negative control, {control_text(c)}." for c in found]
     return " ".join(parts)
 
 
@@ -528,8 +471,8 @@ def components_text(table: pd.DataFrame, headline: list[str]) -> str:
             f"{source} {row['std']:.1%} [{row['std_low']:.1%}, {row['std_high']:.1%}]"
             for source, row in rows.loc[list(COMPONENTS)].iterrows()
         ]
-        if pd.notna(note := rows.loc["interaction", "note"]) and note:
-            said[-1] += f" ({note})"
+        if (found := note(note_of(rows.loc["interaction"]))) is not None:
+            said[-1] += f" ({found})"
         parts.append(f"{column}: {', '.join(said)}: {answer} (Holm-adjusted p = {p:.2g})")
     return (
         "Which seed matters (seed std by source, 95 % intervals; init against data order "
