@@ -5,19 +5,21 @@ test modules import (paths, timeouts, commands, projects) are in tests/helpers.p
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 # Assertions in the helpers (run_ok, one_line_error) say what they compared, as in a test module.
 pytest.register_assert_rewrite("tests.helpers")
 
-from tests.helpers import QUICK, REPO  # noqa: E402
+from tests.helpers import PAGE, QUICK, REPO  # noqa: E402
 
 # The modules that take longest, longest first (measured with `pytest -n 2`, docs/tests.md):
 # `PYTEST_WORKERS=2 make test` runs the suite on two workers, a module to a worker (`--dist
@@ -92,3 +94,57 @@ def dvc_environment() -> Iterator[None]:
         patch.delenv("MLFLOW_TRACKING_URI", raising=False)
         patch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
         yield
+
+
+# Headless Chromium (Debian's chromium and chromium-driver) through Selenium
+
+
+def screenshots_script() -> ModuleType:
+    """docs/screenshots/take.py, which opens the UI along the same path."""
+    spec = importlib.util.spec_from_file_location("take", REPO / "docs/screenshots/take.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+FLAGS = [*screenshots_script().HEADLESS, "--window-size=1600,1000"]
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """Debian's Chromium, its driver and Selenium, or the test fails (not skips) saying so;
+    asked for first, before the server starts."""
+    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
+    if missing:
+        pytest.fail(
+            f"{', '.join(missing)} not found: this test needs Debian's headless Chromium "
+            "(apt-get install -y chromium chromium-driver)"
+        )
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        pytest.fail("selenium is not installed: pip install selenium (the dev set-up has it)")
+    return CHROMIUM
+
+
+@pytest.fixture
+def browser(chromium: Path, tmp_path: Path) -> Iterator[object]:
+    """Headless Chromium with a profile of its own (nothing in localStorage), via Selenium."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(chromium)
+    for flag in [*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
+        options.add_argument(flag)
+    # the driver given, Selenium Manager (which would download one) is not used
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    driver.set_page_load_timeout(PAGE)
+    driver.set_script_timeout(PAGE)
+    try:
+        yield driver
+    finally:
+        driver.quit()

@@ -30,6 +30,7 @@ OFFLINE = REPO / "data" / "offline"
 # cores, so that a hung command fails its test instead of holding the suite.
 QUICK = 120  # a command that stops at an error before any work; git and dvc bookkeeping
 STUDY = 600  # a command that trains: a smoke seed, a smoke `dvc repro`, a smoke sweep
+PAGE = 120  # a page's first load in headless Chromium on 2 busy cores (the MLflow UI's)
 
 
 # Commands

@@ -16,7 +16,7 @@ from sklearn.metrics import roc_auc_score
 from seedvar.config import Config, load_config
 from seedvar.errors import SeedvarError
 from seedvar.report.study import plot_groups, plot_scatter, write_report
-from seedvar.report.wording import population_text, verdict_text
+from seedvar.report.wording import answer_text, population_text, verdict_text
 from seedvar.results import aggregate as aggregate_module
 from seedvar.results.aggregate import flat_headline, read_headline
 from seedvar.results.record import note_of, write_results
@@ -194,6 +194,44 @@ def test_aggregate_writes_every_table(results):
     assert "Infinity" not in (results_dir / "verdict.json").read_text()
 
 
+FIRST_SCREEN = (1280, 800)  # a laptop's browser window, in CSS pixels
+
+
+def test_the_reports_first_screen_holds_the_answer_its_figure_and_the_headline(results, browser):
+    """report.html in headless Chromium at a laptop's window size: the verdict's sentence, the
+    figure that shows why and the headline table lie within the first screen, above the fold."""
+    results_dir, config = results
+    write_report(config, results_dir, results_dir.parent / "report")
+    page = results_dir.parent / "report" / "report.html"
+    browser.set_window_size(*FIRST_SCREEN)
+    browser.get(page.as_uri())
+    height = browser.execute_script("return window.innerHeight")
+    bottoms = {
+        element: browser.execute_script(
+            f"return document.getElementById('{element}').getBoundingClientRect().bottom"
+        )
+        for element in ("answer", "answer-figure", "headline")
+    }
+    assert all(0 < bottom <= height for bottom in bottoms.values()), (bottoms, height)
+    decision = json.loads((results_dir / "verdict.json").read_text())
+    answer = browser.find_element("id", "answer").text
+    assert answer.split(":")[0] in {"Reproduces", "Does not reproduce", "Inconclusive"}
+    assert answer == answer_text(decision, "MNLI dev acc.", _range(results_dir))
+    image = browser.find_element("css selector", "#answer-figure img")
+    assert browser.execute_script("return arguments[0].naturalWidth", image) > 300
+    headline = browser.find_element("id", "headline").text
+    assert "Lexical (nonent) [AUC]" in headline and "not published" in headline  # its AUCs
+    assert "NaN" not in browser.execute_script("return document.body.innerText")
+    shot = results_dir.parent / "first-screen.png"
+    browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 20_000
+
+
+def _range(results_dir: Path) -> tuple[float, float]:
+    seeds = pd.read_csv(results_dir / "seeds.csv")["MNLI dev acc."]
+    return seeds.min(), seeds.max()
+
+
 def test_report_files_and_one_point_per_seed(results):
     results_dir, config = results
     written = write_report(config, results_dir, results_dir.parent / "report")
@@ -202,7 +240,8 @@ def test_report_files_and_one_point_per_seed(results):
         assert {f"{plot}.png", f"{plot}.svg"} <= names
         assert (results_dir.parent / "report" / f"{plot}.png").stat().st_size > 10_000
     page = (results_dir.parent / "report" / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 8 and "Across 4 seeds" in page
+    # the 8 plots, and the first screen's figure once more
+    assert page.count("data:image/png;base64,") == 9 and "Across 4 seeds" in page
     for plot in ("best_of_n", "components", "trajectories"):
         assert (results_dir.parent / "report" / f"{plot}.png").stat().st_size > 10_000
     markdown = (results_dir.parent / "report" / "report.md").read_text()
@@ -212,12 +251,11 @@ def test_report_files_and_one_point_per_seed(results):
     assert "evaluated on 60 mnli_matched, 60 mnli_mismatched and 120 hans examples" in markdown
     # HANS: every heuristic x label column, every subcase and template holds one gold label
     assert "96 of the 97 diagnostic columns hold examples of one gold label" in markdown
-    row = next(line for line in markdown.splitlines() if line.startswith("| Lexical (nonent) "))
+    full = markdown.split("## Spread across seeds")[1]  # the table of every column
+    row = next(line for line in full.splitlines() if line.startswith("| Lexical (nonent) "))
     assert row.split("|")[-2].strip() == "non-entailment"
     assert "<th>column</th>" not in page  # no stray header row
-    auc = next(
-        line for line in markdown.splitlines() if line.startswith("| Lexical (nonent) [AUC]")
-    )
+    auc = next(line for line in full.splitlines() if line.startswith("| Lexical (nonent) [AUC]"))
     assert "not published" in auc and "| nan" not in markdown
     assert "What each claim covers: Lexical (nonent): the heuristic" in markdown
     assert "Analysis plan: kept: the plan (looks at 4 seeds) spends alpha 0.05" in markdown

@@ -10,7 +10,6 @@ tags say (see `tracking.runs_table_url`): this checks what a user sees, not what
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import shlex
@@ -22,31 +21,16 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from urllib.parse import urlsplit
 
 import pytest
 
 from seedvar import tracking
 from seedvar.config import Config, load_config
-from tests.helpers import REPO, seed_name, seed_runs
+from tests.helpers import PAGE, seed_name, seed_runs
 
-
-def screenshots_script() -> ModuleType:
-    """docs/screenshots/take.py, which opens the UI along the same path."""
-    spec = importlib.util.spec_from_file_location("take", REPO / "docs/screenshots/take.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-FLAGS = [*screenshots_script().HEADLESS, "--window-size=1600,1000"]
 SEEDS = [0, 1, 2]
 SERVER_START = 180  # s: `mlflow ui` migrates a new SQLite store, then answers /health
-PAGE = 120  # s: the UI's first load on 2 busy cores
 
 
 def free_port() -> int:
@@ -119,43 +103,6 @@ def _wait_healthy(url: str, process: subprocess.Popen, log: Path) -> None:
             return
         time.sleep(1)
     pytest.fail(f"mlflow ui did not answer within {SERVER_START} s:\n{log.read_text()[-3000:]}")
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    """Debian's Chromium, its driver and Selenium, or the test fails (not skips) saying so;
-    asked for first, before the server starts."""
-    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
-    if missing:
-        pytest.fail(
-            f"{', '.join(missing)} not found: this test needs Debian's headless Chromium "
-            "(apt-get install -y chromium chromium-driver)"
-        )
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        pytest.fail("selenium is not installed: pip install selenium (the dev set-up has it)")
-    return CHROMIUM
-
-
-@pytest.fixture
-def browser(chromium: Path, tmp_path: Path) -> Iterator[object]:
-    """Headless Chromium with a profile of its own (nothing in localStorage), via Selenium."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(chromium)
-    for flag in [*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
-        options.add_argument(flag)
-    # the driver given, Selenium Manager (which would download one) is not used
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    driver.set_page_load_timeout(PAGE)
-    driver.set_script_timeout(PAGE)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def test_ui_command_and_link_point_at_the_store_and_its_runs(study: tuple[Config, Path]) -> None:

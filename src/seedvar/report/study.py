@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -180,13 +181,62 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
         wording.interaction_text(pd.read_csv(interaction)) if interaction.is_file() else "",
         wording.label_caveat(one_label),
     ]
-    paragraph = "\n\n".join(part for part in paragraphs if part)
-    table = _comparison_table(comparison, base)
-    table["one gold label"] = [one_label.get(column, "") for column in table.index]
-    title = f"Spread across seeds, ours and the {name}" if name else "Spread across seeds"
-    (report_dir / "report.md").write_text(_markdown(paragraph, table, figures, title))
-    (report_dir / "report.html").write_text(_html(paragraph, table, figures, report_dir, title))
+    page = Page(
+        answer=wording.answer_text(decision, base, (ours[base].min(), ours[base].max())),
+        figure="bias" if decision["rule"] in wording.LABEL_RULES else "scatter",
+        headline=headline_table(comparison, decision, [base, *headline]),
+        paragraphs=[part for part in paragraphs if part],
+        table=_comparison_table(comparison, base),
+        title=f"Spread across seeds, ours and the {name}" if name else "Spread across seeds",
+    )
+    page.table["one gold label"] = [one_label.get(column, "") for column in page.table.index]
+    (report_dir / "report.md").write_text(_markdown(page, figures))
+    (report_dir / "report.html").write_text(_html(page, figures, report_dir))
     return [*written, report_dir / "report.md", report_dir / "report.html"]
+
+
+@dataclass
+class Page:
+    """What the report says, in its order: first screen (the answer, the figure that shows
+    why, the headline numbers), then how it was found, every column and every plot."""
+
+    answer: str
+    figure: str
+    headline: pd.DataFrame
+    paragraphs: list[str]
+    table: pd.DataFrame
+    title: str
+
+
+def headline_table(comparison: pd.DataFrame, decision: dict, columns: list[str]) -> pd.DataFrame:
+    """The headline columns and their threshold-free counterparts: our range and seed std
+    (noise removed, 95 % interval) beside the reference's range and std, in points."""
+    bias_free = decision["design"]["bias_free"]
+    shown = [c for col in columns for c in (col, bias_free.get(col)) if c in comparison.index]
+    ours = pd.DataFrame(decision["columns"]).set_index("column")
+    rows = {}
+    for column in shown:
+        row, found = comparison.loc[column], ours.loc[column]
+        published = "paper_min" in row and pd.notna(row.paper_min)
+        rows[column] = {
+            "ours: range": f"{100 * row.ours_min:.1f}-{100 * row.ours_max:.1f}",
+            "ours: seed std [95 %]": _std(
+                found["seed_std"], found["seed_std_low"], found["seed_std_high"]
+            ),
+            "reference: range": f"{100 * row.paper_min:.1f}-{100 * row.paper_max:.1f}"
+            if published
+            else NOT_PUBLISHED,
+            "reference: std": f"{100 * row.paper_std:.2f}" if published else NOT_PUBLISHED,
+        }
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def _std(*values: float | None) -> str:
+    """A seed std and its interval in points; a dash where there is none (one seed)."""
+    if any(v is None or not np.isfinite(v) for v in values):
+        return "-"
+    std, low, high = (100 * float(v) for v in values if v is not None)
+    return f"{std:.2f} [{low:.2f}, {high:.2f}]"
 
 
 def report_study(config: Config, results_dir: Path, report_dir: Path) -> tuple[list[Path], str]:
@@ -214,27 +264,43 @@ def _comparison_table(comparison: pd.DataFrame, base: str) -> pd.DataFrame:
     return table
 
 
-def _markdown(paragraph: str, table: pd.DataFrame, figures: dict, title: str) -> str:
+def _markdown(page: Page, figures: dict) -> str:
     images = "\n\n".join(f"![{CAPTIONS[n]}]({n}.png)\n\n{CAPTIONS[n]}" for n in figures)
+    paragraphs = "\n\n".join(page.paragraphs)
     return (
-        f"# {TITLE}\n\n{paragraph}\n\n## {title}\n\n{table.to_markdown()}\n\n## Plots\n\n{images}\n"
+        f"# {TITLE}\n\n**{page.answer}**\n\n![{CAPTIONS[page.figure]}]({page.figure}.png)\n\n"
+        f"{page.headline.to_markdown()}\n\n## How this was found\n\n{paragraphs}\n\n"
+        f"## {page.title}\n\n{page.table.to_markdown()}\n\n## Plots\n\n{images}\n"
     )
 
 
-def _html(paragraph: str, table: pd.DataFrame, figures: dict, report_dir: Path, title: str) -> str:
-    images = "".join(
-        f'<figure><img alt="{html.escape(CAPTIONS[n])}" src="data:image/png;base64,'
-        f'{base64.b64encode((report_dir / f"{n}.png").read_bytes()).decode()}">'
-        f"<figcaption>{html.escape(CAPTIONS[n])}</figcaption></figure>"
-        for n in figures
-    )
+def _html(page: Page, figures: dict, report_dir: Path) -> str:
+    def image(name: str, element_id: str = "") -> str:
+        data = base64.b64encode((report_dir / f"{name}.png").read_bytes()).decode()
+        caption = html.escape(CAPTIONS[name])
+        ident = f' id="{element_id}"' if element_id else ""
+        return (
+            f'<figure{ident}><img alt="{caption}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{caption}</figcaption></figure>"
+        )
+
     style = (
-        "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
+        "body{font-family:sans-serif;max-width:1200px;margin:1em auto;padding:0 1em}"
         "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
         "padding:2px 6px;text-align:right}img{max-width:100%}"
+        "#answer{font-size:1.25em;font-weight:bold;margin:0.4em 0}"
+        "#answer-figure img{max-height:45vh}#answer-figure{margin:0.4em 0}"
+        "figcaption{font-size:12px;color:#444}"
     )
-    paragraphs = "".join(f"<p>{html.escape(part)}</p>" for part in paragraph.split("\n\n"))
+    paragraphs = "".join(f"<p>{html.escape(part)}</p>" for part in page.paragraphs)
+    images = "".join(image(name) for name in figures)
+    headline = page.headline.to_html(table_id="headline")
+    table = page.table.rename_axis(None).to_html()
     return (
-        "<!doctype html><html><head><meta "
-        f"charset='utf-8'><title>{TITLE}</title><style>{style}</style></head><body><h1>{html.escape(TITLE)}</h1>{paragraphs}<h2>{html.escape(title)}</h2>{table.rename_axis(None).to_html()}<h2>Plots</h2>{images}</body></html>"
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>{TITLE}</title><style>{style}</style></head><body>"
+        f"<h1>{html.escape(TITLE)}</h1><p id='answer'>{html.escape(page.answer)}</p>"
+        f"{image(page.figure, 'answer-figure')}{headline}"
+        f"<h2>How this was found</h2>{paragraphs}<h2>{html.escape(page.title)}</h2>{table}"
+        f"<h2>Plots</h2>{images}</body></html>"
     )

@@ -237,6 +237,67 @@ def verdict_text(decision: dict[str, Any]) -> str:
     return reason_text(as_reason(decision))
 
 
+# the rules whose answer is how often the seeds answer a label: plot (b2) shows why
+LABEL_RULES = ("label bias", "not separated", "diagnostic at chance")
+
+
+def answer_text(decision: dict[str, Any], base: str, base_range: tuple[float, float]) -> str:
+    """The verdict as one sentence a reader can act on (the reason, in full, follows it)."""
+    n, rule = decision["numbers"], decision["rule"]
+    alike = f"seeds that score alike on {base} ({base_range[0]:.1%}-{base_range[1]:.1%})"
+    column = n.get("column")
+    match rule:
+        case "passes":
+            columns = ", ".join(n["bounds"])
+            return f"Reproduces: {alike} generalize differently on {columns}."
+        case "ruled out":
+            return (
+                f"Does not reproduce: {alike} generalize alike on every headline column, within "
+                f"a margin of {_points(n['margin'])} points."
+            )
+        case "subcases only":
+            return (
+                f"Inconclusive: {alike} differ on individual subcases of {column}, not shown to "
+                "differ on the heuristic itself."
+            )
+        case "label bias":
+            return (
+                f"Inconclusive: on {column} the seeds differ in how often they answer a label, "
+                "not shown to differ in how they generalize."
+            )
+        case "not separated":
+            return (
+                f"Inconclusive: {column} spreads across seeds, but neither a generalization "
+                "difference nor label bias is shown; more seeds would tell them apart."
+            )
+        case "undecided" if n.get("power_seeds"):
+            return (
+                f"Inconclusive: train more seeds; about {n['power_seeds']} detect a headline "
+                f"seed std of {_points(DESIGN_SEED_STD)} points ({n['seeds']} here)."
+            )
+        case "few seeds":
+            return (
+                f"Inconclusive: the test says {n['would']!r}, but it needs at least "
+                f"{n['needed']} seeds to keep its level ({n['seeds']} here)."
+            )
+        case "near chance":
+            return f"Inconclusive: the task was not learned ({column} near its majority class)."
+        case "rule not learned":
+            return (
+                f"Inconclusive: the rule training showed was not learned ({column}): no "
+                "positive control."
+            )
+        case "diagnostic at chance":
+            return (
+                "Inconclusive: the seeds do not tell the diagnostic set's labels apart; their "
+                "spread there is how often they answer a label."
+            )
+        case "one class":
+            return f"Inconclusive: seed {n['seed']} predicts one class on {n['set']}."
+    text = reason_text(as_reason(decision))
+    return text[:1].upper() + text[1:] + "."
+
+
 def plan_text(kept: Reason) -> str:
     """Whether the analysis plan was kept, in one sentence."""
     n = kept.numbers
