@@ -551,16 +551,6 @@ def optuna_dashboard(browser: Chromium, url: str, path: Path) -> None:
     browser.screenshot(path)
 
 
-def report(browser: Chromium, scratch: Path, path: Path) -> None:
-    browser.goto((scratch / "report" / "report.html").as_uri())
-    browser.wait_for(
-        "document.readyState === 'complete' && [...document.images].every(i => i.complete)",
-        "the report",
-        settle=1,
-    )
-    browser.screenshot(path)
-
-
 def printed_mlflow(scratch: Path) -> tuple[str, list[str]]:
     """The runs-table link and the `mlflow ui` command that `seedvar report` printed."""
     printed = (scratch / "logs" / "report.log").read_text()
@@ -584,7 +574,6 @@ def take_screenshots(
     mlflow_pages.seed_run(out / "mlflow-seed-run.png")
     mlflow_pages.compare(out / "mlflow-compare.png")
     optuna_dashboard(browser, dashboard_url, out / "optuna-dashboard.png")
-    report(browser, scratch, out / "report.png")
 
 
 def main() -> None:

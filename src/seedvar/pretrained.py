@@ -18,9 +18,8 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from seedvar.errors import ModelError, first_line
+from seedvar.hub import OFFLINE_MINILM, TINY_RANDOM
 
-OFFLINE_MINILM = "minilm-offline"
-TINY_RANDOM = "tiny-random-bert"
 ATTENTION = "sdpa"  # PyTorch's fused scaled-dot-product attention (flash / memory-efficient)
 
 
