@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -253,12 +254,37 @@ def test_a_node_removed_while_its_seed_trains_is_run_again_by_ray_and_counts_onc
     print(output)  # shown with -rP, and on failure
     assert launch.returncode == 0, output
     seed = int(folder.name.split(".")[0].removeprefix("seed-"))
+    assert f"seed {seed}: its worker died (attempt {lost['attempt']}" in output  # said once
     assert launch_report(report)["retried"] == {}  # Ray's own retry (max_retries), not ours
     assert launch_report(report)["finished"] == SEEDS
     assert_each_seed_once(study_dir, SEEDS)
     (run,) = seed_runs(study_dir, seed)
     assert run.data.tags.get("seedvar.resumed") == "true"  # continued from its checkpoint
     assert_same_predictions(reference[0], study_dir, SEEDS)
+
+
+def test_a_killed_worker_is_run_again_by_ray_and_the_launch_says_so_in_one_line(
+    cluster, study_dir: Path, spawn
+):
+    """Ray reruns the task of a worker killed mid-training; seedvar's own line says which
+    attempt and process died, the retries left and the step it resumes from."""
+    report = study_dir / "launch.json"
+    launch, folder = launch_until_checkpointed(spawn, on(cluster, "seeds=[0]"), report)
+    killed = attempt_of(folder)
+    os.kill(killed["pid"], signal.SIGKILL)  # the worker process dies; its node lives on
+    output, _ = launch.communicate(timeout=STUDY)
+    print(output)  # shown with -rP, and on failure
+    assert launch.returncode == 0, output
+    said = [line for line in output.splitlines() if "its worker died" in line]
+    assert len(said) == 1, output
+    where = f"attempt {killed['attempt']}, process {killed['pid']} on {killed['host']}"
+    assert said[0].startswith(f"seed 0: its worker died ({where}, Ray node "), said
+    retried = r"; Ray retries it \(2 retries left\), resuming from its checkpoint at step (\d+)$"
+    resumed = re.search(retried, said[0])
+    assert resumed and int(resumed[1]) >= 9, said
+    assert launch_report(report)["retried"] == {}  # Ray's own retry, not the driver's
+    assert launch_report(report)["finished"] == [0]
+    assert_each_seed_once(study_dir, [0])
 
 
 def test_a_frozen_task_is_replaced_and_the_late_one_does_no_harm(

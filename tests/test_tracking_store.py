@@ -107,8 +107,9 @@ def short_busy_timeout() -> Iterator[None]:
 
 @contextmanager
 def retries_seen(release: Callable[[], None] | None = None, at: int = 0) -> Iterator[list[str]]:
-    """The warnings of writes tried again (retry.py), as they come; at the `at`-th, `release`
-    is called (the lock holder lets go once writes have failed against its lock `at` times)."""
+    """The writes tried again (retry.py logs each at DEBUG), as they come; at the `at`-th,
+    `release` is called (the lock holder lets go once writes have failed against its lock `at`
+    times)."""
     seen: list[str] = []
 
     class Seen(logging.Handler):
@@ -117,12 +118,19 @@ def retries_seen(release: Callable[[], None] | None = None, at: int = 0) -> Iter
             if release is not None and len(seen) == at:
                 release()
 
-    handler = Seen()
+    handler, level = Seen(), retry.log.level
     retry.log.addHandler(handler)
+    retry.log.setLevel(logging.DEBUG)
     try:
         yield seen
     finally:
         retry.log.removeHandler(handler)
+        retry.log.setLevel(level)
+
+
+def busy_lines(stderr: str) -> list[str]:
+    """The lines in which a process says that its writes wait for a busy store."""
+    return [line for line in stderr.splitlines() if "the tracking store, which is busy" in line]
 
 
 def sqlite_lock(database: Path) -> sqlite3.Connection:
@@ -144,13 +152,52 @@ def log_curve_point(run: TrackedRun) -> None:
 
 @pytest.mark.parametrize("write", [log_accuracy, log_curve_point])
 def test_a_write_outlasts_a_lock_held_past_the_busy_timeout(
-    study_dir: Path, short_busy_timeout: None, write: Callable[[TrackedRun], None]
+    study_dir: Path,
+    short_busy_timeout: None,
+    write: Callable[[TrackedRun], None],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     run = start_run(load_config(None, profile="smoke"), "seed-0")
+    capsys.readouterr()
     holder = sqlite_lock(study_dir / "mlruns" / "mlflow.db")
     with closing(holder), retries_seen(lambda: holder.execute("COMMIT"), at=2) as retried:
         write(run)  # fails twice against the lock, then the lock goes and it succeeds
     assert len(retried) == 2 and "database is locked" in retried[0]
+    assert run.client.get_run(run.run_id).data.metrics == {"accuracy": 0.75}
+    assert busy_lines(capsys.readouterr().err) == [  # one line, not one per try
+        "seedvar: waiting for the tracking store, which is busy (database is locked): writes "
+        f"are tried again for up to {retry.WRITE_RETRY_SECONDS:.0f} s"
+    ]
+
+
+def test_a_seed_whose_writes_wait_for_a_busy_store_says_so_once_per_spell(
+    study_dir: Path, short_busy_timeout: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three writes of seed 3 held up by one lock at once: one line; the store busy again
+    later: one more."""
+    run = start_run(load_config(None, profile="smoke"), "seed-3")
+    database = study_dir / "mlruns" / "mlflow.db"
+    capsys.readouterr()
+    with retry.writing_for("seed 3"):
+        holder = sqlite_lock(database)
+        with (
+            closing(holder),
+            retries_seen(lambda: holder.execute("COMMIT"), at=6) as retried,
+            ThreadPoolExecutor(3) as writers,
+        ):
+            list(writers.map(lambda _: log_accuracy(run), range(3)))
+        assert len(retried) >= 6
+        first = busy_lines(capsys.readouterr().err)
+        holder = sqlite_lock(database)
+        with closing(holder), retries_seen(lambda: holder.execute("COMMIT"), at=1):
+            log_curve_point(run)
+        again = busy_lines(capsys.readouterr().err)
+    expected = (
+        "seedvar: seed 3 waits for the tracking store, which is busy (database is locked): its "
+        f"writes are tried again for up to {retry.WRITE_RETRY_SECONDS:.0f} s; the seed is not "
+        "restarted"
+    )
+    assert first == [expected] and again == [expected]
     assert run.client.get_run(run.run_id).data.metrics == {"accuracy": 0.75}
 
 

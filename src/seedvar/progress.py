@@ -45,6 +45,12 @@ def reporting(path: Path, attempt: str, submission: int) -> Iterator[None]:
         _path = _current = None
 
 
+def claimed() -> None:
+    """The attempt has claimed its seed (its work folder exists now): record its progress there
+    at once, so that a driver sees the attempt (and what it took over) before its first batch."""
+    _write()
+
+
 def tick(phase: str | None = None, step: int | None = None, total: int | None = None) -> None:
     """One more batch (of `phase`, else the phase so far; training gives its step of `total`)."""
     if _current is None:

@@ -1,9 +1,10 @@
 """Seed tasks (an attempt at a seed, every ending returned as a TaskResult) and the schedulers that
 see each seed to one end: `InProcess` in the driver, `Scheduler` on Ray. A seed runs again (and
-resumes) at most `ray.max_retries` times: lost (Ray reruns it), stalled (no batch in its progress
-for `ray.stall_seconds`: the longest stuck is cancelled, the others' clocks restarted, as it may
-hold them up; should it wake, it finds its work taken over) or failed with a passing error (a
-store still locked after the write's own retries)."""
+resumes) at most `ray.max_retries` times: lost (Ray reruns it; the driver says so in one line as
+the new attempt takes the work over), stalled (no batch in its progress for `ray.stall_seconds`:
+the longest stuck is cancelled, the others' clocks restarted, as it may hold them up; should it
+wake, it finds its work taken over) or failed with a passing error (a store still locked after
+the write's own retries)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from seedvar.errors import ConfigError, SeedvarError, Superseded, first_line, tr
 from seedvar.progress import Progress
 from seedvar.project import prepared_data
 from seedvar.scale.cluster import SeedResources
-from seedvar.seeds.job import PROGRESS, IfFinished, SeedJob
+from seedvar.seeds.job import PROGRESS, IfFinished, SeedJob, attempt_record
 from seedvar.training.device import on_this_machine
 
 if TYPE_CHECKING:  # the driver never trains: no Lightning there
@@ -157,12 +158,16 @@ def run_on_ray(task: SeedTask) -> TaskResult:
 
 @dataclass
 class Submission:
-    """A seed as last submitted, its Ray reference, its last progress and when first seen."""
+    """A seed as last submitted, its Ray reference, its last progress and when first seen; the
+    attempts seen at it (each one's attempt.json) and how many of them were lost (each run again
+    by Ray)."""
 
     task: SeedTask
     ref: Any = None
     progress: Progress | None = None
     since: float = 0.0
+    attempts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lost: int = 0
 
 
 class InProcess:
@@ -306,24 +311,66 @@ class Scheduler(InProcess):
 
     def _still(self, key: TaskKey) -> float:
         """Seconds the attempt at `key` has stood still while training or evaluating (0: it
-        moved since the last look, or is loading, or has reported nothing yet)."""
+        moved since the last look, or is loading, or has reported nothing yet). An attempt seen
+        for the first time is noted (`_new_attempt`)."""
         submission, now = self.running[key], time.monotonic()
         pattern = f"seed-{key.seed}.partial.*/{PROGRESS}"  # its current submission's progress
-        found = [progress.read(path) for path in Path(submission.task.store).glob(pattern)]
-        current = [p for p in found if p and p.submission == submission.task.submission]
+        current = []
+        for path in Path(submission.task.store).glob(pattern):
+            found = progress.read(path)
+            if found and found.submission == submission.task.submission:
+                current.append(found)
+                if found.attempt not in submission.attempts:
+                    self._new_attempt(key, found.attempt, path.parent)
         if not (latest := max(current, key=lambda p: p.batches, default=None)):
             return 0.0
         if latest != submission.progress:  # it moved (it changes only with a batch)
             submission.progress, submission.since = latest, now
         return 0.0 if latest.phase == "loading" else now - submission.since
 
+    def _new_attempt(self, key: TaskKey, attempt: str, folder: Path) -> None:
+        """Note an attempt first seen at `key`'s current submission (working in `folder`). One
+        that follows another attempt at the same Ray task is Ray's own retry of a task whose
+        worker died (or its node): say so in one line, with how the seed goes on."""
+        submission = self.running[key]
+        record = attempt_record(folder)
+        if record.get("attempt") != attempt:  # not claimed yet, or taken over meanwhile
+            return
+        seen = list(submission.attempts.values())
+        submission.attempts[attempt] = record
+        took_over = record.get("took_over") or {}
+        if took_over.get("ray_task") and took_over.get("ray_task") == record.get("ray_task"):
+            lost = took_over  # the attempt whose work it took over: the same task, run again
+        elif seen:  # the one seen before it, which left nothing to take over
+            lost = seen[-1]
+        else:
+            return
+        submission.lost += 1
+        left = max(0, self.settings.max_retries - submission.lost)
+        retries = {0: "its last retry", 1: "1 retry left"}.get(left, f"{left} retries left")
+        where = ", ".join(filter(None, [f"attempt {lost.get('attempt', '?')}", _process(lost)]))
+        how = f", {record['continues']}" if record.get("continues") else ""
+        self.echo(f"{key}: its worker died ({where}); Ray retries it ({retries}){how}")
+
     def _cancel(self, key: TaskKey, still: float) -> TaskResult | None:
         """Cancel and submit again an attempt whose progress has stood still for too long."""
         submission = self.running[key]
         self.ray.cancel(submission.ref, force=True)
         assert submission.progress is not None  # it has been seen
+        attempt = submission.progress.attempt
+        where = _process(submission.attempts.get(attempt))
         why = (
-            f"attempt {submission.progress.attempt} has not finished a batch for {still:.0f} s "
-            f"while {submission.progress.phase} (frozen or hung); cancelled"
+            f"attempt {attempt}{f' ({where})' if where else ''} has not finished a batch for "
+            f"{still:.0f} s while {submission.progress.phase} (frozen or hung); cancelled"
         )
         return self._again(key, Cause.STALLED, why)
+
+
+def _process(record: dict[str, Any] | None) -> str:
+    """`process 4321 on gpu-3, Ray node 5f3e9a12`: where an attempt ran (what is known of it)."""
+    where = []
+    if record and "pid" in record:
+        where.append(f"process {record['pid']} on {record.get('host', '?')}")
+    if record and record.get("ray_node"):
+        where.append(f"Ray node {record['ray_node'][:8]}")
+    return ", ".join(where)

@@ -78,12 +78,23 @@ class AlreadyPublished(Superseded):
 @dataclass(frozen=True)
 class Resumable:
     """What an earlier, interrupted attempt at the same seed and recipe left to continue: its
-    MLflow run and a training checkpoint or finished weights; or only a run (`stale_run_id`)
-    with nothing to continue from."""
+    MLflow run and a training checkpoint (saved before training step `step`) or finished
+    weights; or only a run (`stale_run_id`) with nothing to continue from."""
 
     run_id: str | None = None
     checkpoint: Path | None = None
     stale_run_id: str | None = None
+    step: int | None = None
+
+    @property
+    def continues(self) -> str:
+        """How the attempt goes on, in a few words: `resuming from its checkpoint at step 400`."""
+        if self.checkpoint is not None:
+            at = f" at step {self.step}" if self.step is not None else ""
+            return f"resuming from its checkpoint{at}"
+        if self.run_id is not None:
+            return "going straight to evaluation (its weights were saved)"
+        return "starting over (no checkpoint to resume from)"
 
 
 @dataclass(frozen=True)
@@ -232,16 +243,30 @@ class SeedJob:
         """Make this attempt the one that works on the seed: take over the most advanced work
         folder of an earlier attempt at this recipe by renaming it (older ones are removed,
         another recipe's stay), or start an empty one. Returns what the earlier attempt left to
-        continue from. `note`: recorded in attempt.json."""
+        continue from. `note`: recorded in attempt.json, with the attempt taken over (its own
+        attempt.json, as `took_over`) and how this one `continues` (`Resumable.continues`), for a
+        driver to tell. A seed whose earlier attempt left nothing to continue from says in one
+        line that it starts over."""
         for _ in range(CLAIM_TRIES):
             if self._take_over(config):
                 break
+        earlier = attempt_record(self.work_dir) if self.work_dir.is_dir() else None
+        if earlier:
+            earlier.pop("took_over", None)  # what that one took over is no longer of interest
         self.work_dir.mkdir(parents=True, exist_ok=True)
         remove_temporaries(self.work_dir)
+        resumable, set_aside = self._resumable(config)
         who = {"attempt": self.attempt_id, "host": socket.gethostname(), "pid": os.getpid()}
         who["started"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        write_atomically(self.work_dir / ATTEMPT, json.dumps({**who, **(note or {})}))
-        return self._resumable(config)
+        said = {"took_over": earlier, "continues": resumable.continues}
+        write_atomically(self.work_dir / ATTEMPT, json.dumps({**who, **(note or {}), **said}))
+        if resumable.stale_run_id and not set_aside:  # an unreadable checkpoint said so itself
+            print(
+                f"seedvar: warning: seed {self.seed} starts over: {_attempt(earlier)} left no "
+                f"training checkpoint to resume from ({_checkpoints(config)})",
+                file=sys.stderr,
+            )
+        return resumable
 
     def _take_over(self, config: Config) -> bool:
         """One pass over the other attempts' folders; False if another attempt took the one
@@ -258,15 +283,19 @@ class SeedJob:
             shutil.rmtree(folder, ignore_errors=True)
         return True
 
-    def _resumable(self, config: Config) -> Resumable:
+    def _resumable(self, config: Config) -> tuple[Resumable, bool]:
+        """What the work folder holds to continue from; and whether an unreadable checkpoint
+        was set aside."""
         if _recipe_hash(self.work_dir) != config.hash():
-            return Resumable()
+            return Resumable(), False
         run_id = _recorded(self.work_dir / RUN_STATE, "run_id")
         if self.trained():
-            return Resumable(run_id=run_id)
-        if self.checkpoint.is_file() and self.checkpoint_readable():
-            return Resumable(run_id, self.checkpoint)
-        return Resumable(stale_run_id=run_id)
+            return Resumable(run_id=run_id), False
+        if not self.checkpoint.is_file():
+            return Resumable(stale_run_id=run_id), False
+        if not self.checkpoint_readable():
+            return Resumable(stale_run_id=run_id), True
+        return Resumable(run_id, self.checkpoint, step=_step_of(self.checkpoint)), False
 
     def checkpoint_readable(self) -> bool:
         """Whether the training checkpoint can be read. One that cannot (truncated by a full
@@ -360,6 +389,46 @@ class SeedJob:
             shutil.rmtree(leftover, ignore_errors=True)
         self.publish_view(entry)
         return entry
+
+
+def attempt_record(folder: Path) -> dict[str, Any]:
+    """What an attempt's work folder says of the attempt that holds it (its attempt.json: id,
+    host, process, Ray node and task, what it took over, how it continues), or {}."""
+    try:
+        found = json.loads((folder / ATTEMPT).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _attempt(record: dict[str, Any] | None) -> str:
+    """`attempt 3f2a9c1b7d4e (process 4321 on gpu-node-3)`, or `an earlier attempt`."""
+    if not record or "attempt" not in record:
+        return "an earlier attempt"
+    where = f" (process {record['pid']} on {record.get('host', '?')})" if "pid" in record else ""
+    return f"attempt {record['attempt']}{where}"
+
+
+def _checkpoints(config: Config) -> str:
+    """When a seed's training checkpoint is saved, as a reason for having none."""
+    minutes, steps = config.train.checkpoint_every_minutes, config.train.checkpoint_every_n_steps
+    every = [f"every {minutes:g} minutes of training"] if minutes else []
+    every += [f"every {steps} steps"] if steps else []
+    if not every:
+        return "this recipe saves none: train.checkpoint_every_minutes is off"
+    return f"one is saved {' and '.join(every)}; it stopped before its first"
+
+
+def _step_of(checkpoint: Path) -> int | None:
+    """The training step a resume checkpoint was saved before (Lightning's `global_step`), read
+    without loading its tensors; None if it cannot be told."""
+    import torch
+
+    try:
+        saved = torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=False)
+        return int(saved["global_step"])
+    except Exception:  # a checkpoint it cannot read resumes all the same (or fails there)
+        return None
 
 
 def data_of(folder: Path) -> dict[str, str] | None:

@@ -26,6 +26,7 @@ from seedvar.seeds.finished import COLUMNS, CONFIG, METRICS, TRAJECTORY
 from seedvar.seeds.job import AlreadyPublished, IfFinished, Resumable, SeedJob
 from seedvar.seeds.trajectory import Trajectory, probes
 from seedvar.tracking.logger import RunLogger
+from seedvar.tracking.retry import writing_for
 from seedvar.training.device import device_name, evaluation_device, on_this_machine
 from seedvar.training.fit import fine_tune
 from seedvar.training.resume import ResumeCheckpoint
@@ -104,8 +105,9 @@ def run_seed(
     tracking.check_reachable(config)
     tokenizer = load_tokenizer(config.model.name)
     inputs = study_inputs(config, prepared)
-    with job.disk_errors_explained():
+    with job.disk_errors_explained(), writing_for(f"seed {config.train.seed}"):
         resumable = job.claim(config, scheduled.note if scheduled else None)
+        progress.claimed()
         try:
             work = SeedWork(config, job, resumable, inputs, tokenizer, callbacks or [])
             metrics, run_id = _train_evaluate_track(work, parent_run_id, run_tags)
