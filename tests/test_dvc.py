@@ -107,9 +107,9 @@ def test_a_sentence_edited_reruns_only_the_report(study: Path, edited):
     assert changed_stages(study) == {"report"}
 
 
-def test_a_misspelt_profile_gets_seedvars_one_line_through_dvc_repro(study: Path, edited):
-    edited("params.yaml", "profile: smoke", "profile: smoek")
-    done = run_command(["dvc", "repro"], cwd=study, timeout=STUDY)
+def test_a_misspelt_profile_gets_seedvars_one_line_through_dvc_repro(tmp_path: Path):
+    project = dvc_project(tmp_path / "misspelt", profile="smoek", seeds=[0])
+    done = run_command(["dvc", "repro"], cwd=project, timeout=STUDY)
     assert done.returncode != 0
     assert "unknown profile 'smoek'; choose one of" in done.stdout + done.stderr
     assert "No such file" not in done.stdout + done.stderr
