@@ -20,7 +20,7 @@ def _carry(seed: Path, into: Path) -> Path:
 
 
 def _fresh_machine() -> None:
-    """This clone as a new machine finds it: no seeds' work, no published seeds, no store."""
+    """This clone as a new machine finds it: no keep, no published seeds, no tracking store."""
     for folder in (".seedvar", "runs", "mlruns"):
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -1,6 +1,6 @@
 """Exactly-once without locks: an attempt frozen mid-training is taken over by a new attempt;
 when it wakes, it stops without touching the seed's folder or its MLflow run. Real processes,
-real files, no lock (as Ray tasks run them: `run_seed(..., scheduled=...)`), and a real MLflow
+real files, no lock (as Ray tasks run them: `run_seed(..., job=...)`), and a real MLflow
 tracking server, as a cluster has: with the SQLite store written directly, an attempt frozen
 inside a write would hold the database's write lock and fail every other writer (README)."""
 
@@ -37,11 +37,11 @@ import json, sys
 from seedvar.config import load_config
 from seedvar.errors import Superseded
 from seedvar.seeds.job import SeedJob
-from seedvar.seeds.seed import Scheduled, run_seed
+from seedvar.seeds.seed import run_seed
 
 config = load_config(None, {RECIPE!r}, profile="smoke")
 try:
-    result = run_seed(config, "reuse", scheduled=Scheduled(SeedJob.of(config), {{}}))
+    result = run_seed(config, "reuse", job=SeedJob.of(config))
     print("RESULT", json.dumps({{"status": "reused" if result.reused else "finished"}}))
 except Superseded as error:
     print("RESULT", json.dumps({{"status": "superseded", "error": str(error)}}))

@@ -266,7 +266,7 @@ def test_an_unreadable_checkpoint_is_set_aside_and_the_seed_starts_over(
     again = SeedJob.of(config)
     resumable = again.claim(config)
     assert resumable.checkpoint is None and resumable.stale_run_id == "run-of-the-crash"
-    aside = list(again.store_dir.glob("seed-0.unreadable-checkpoint.*.ckpt"))
+    aside = list(again.keep_dir.glob("seed-0.unreadable-checkpoint.*.ckpt"))
     assert len(aside) == 1 and aside[0].stat().st_size == len(whole) // 2
     warning = capsys.readouterr().err
     assert warning.count("\n") == 1 and "cannot be read" in warning and str(aside[0]) in warning

@@ -15,7 +15,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from seedvar.config import load_config
-from seedvar.project import work_dir_of
+from seedvar.project import keep_of
 from seedvar.scale.launch import lease
 from tests.helpers import QUICK, STUDY, run_command, seed_runs
 
@@ -83,7 +83,7 @@ def test_a_killed_seed_resumes_and_equals_an_uninterrupted_run(study_dir: Path, 
 @pytest.mark.slow
 def test_a_second_driver_of_the_study_stops_at_once_naming_the_first(study_dir: Path):
     config = load_config(None, [*SETTINGS, "train.seed=6"], profile="smoke")
-    with lease(work_dir_of(Path("runs")), config.study_hash(), "dvc repro"):  # a driver ...
+    with lease(keep_of(Path("runs")), config.study_hash(), "dvc repro"):  # a driver ...
         second = run_command(train("--seed", "6"), timeout=QUICK)
         launch = run_command([sys.executable, "-m", "seedvar.cli", "launch", *SMOKE], timeout=QUICK)
     for stopped in (second, launch):  # ... so another one stops at once, in one line

@@ -20,8 +20,9 @@ from seedvar.config import load_config
 from seedvar.progress import Progress
 from seedvar.scale import launch as launching
 from seedvar.scale.cluster import SeedResources
-from seedvar.scale.scheduler import Cause, InProcess, Scheduler, SeedTask, Status, TaskKey
+from seedvar.scale.scheduler import Cause, InProcess, Scheduler, SeedTask
 from seedvar.seeds import seed as seed_module
+from seedvar.seeds.result import Status, TaskKey
 from tests.helpers import seed_runs
 
 ONE_AT_A_TIME = f"ray.cpus_per_seed={len(os.sched_getaffinity(0))}"

@@ -69,8 +69,8 @@ def interrupted(tmp_path: Path, checkpoint: bytes | None) -> tuple[SeedJob, obje
     config = load_config(None, profile="smoke").model_copy(
         update={"output_dir": str(tmp_path / "runs")}
     )
-    earlier = SeedJob.of(config)
-    earlier.claim(config, {"ray_node": "5f3e9a12" * 7, "ray_task": "task-of-the-crash"})
+    earlier = SeedJob.of(config, note={"ray_node": "5f3e9a12" * 7, "ray_task": "task-of-the-crash"})
+    earlier.claim(config)
     earlier.begin(config, "run-of-the-crash", {})
     if checkpoint is not None:
         (earlier.work_dir / CHECKPOINT).parent.mkdir()
@@ -83,8 +83,8 @@ def test_a_seed_whose_earlier_attempt_left_no_checkpoint_says_it_starts_over_in_
 ):
     earlier, config = interrupted(tmp_path, checkpoint=None)
     capsys.readouterr()
-    again = SeedJob.of(config)
-    resumable = again.claim(config, {"ray_task": "task-of-the-crash"})
+    again = SeedJob.of(config, note={"ray_task": "task-of-the-crash"})
+    resumable = again.claim(config)
     assert resumable.checkpoint is None and resumable.stale_run_id == "run-of-the-crash"
     said = capsys.readouterr().err
     assert said.count("\n") == 1, said

@@ -53,10 +53,10 @@ def test_a_full_disk_mid_write_leaves_the_old_file(tmp_path: Path, monkeypatch):
     assert path.read_text() == before
 
 
-def _stored_seed(store: Path) -> tuple[SeedJob, Config, Path]:
-    """A finished seed as a publication leaves it in seedvar's store: its files and manifest."""
+def _kept_seed(keep: Path) -> tuple[SeedJob, Config, Path]:
+    """A finished seed as a publication leaves it in seedvar's keep: its files and manifest."""
     config = load_config(None, profile="smoke").with_seed(0)
-    job = SeedJob(store.parent / "runs", 0, store=store)
+    job = SeedJob(keep.parent / "runs", 0, keep=keep)
     entry = job.recipes / config.hash()
     (entry / "predictions").mkdir(parents=True)
     (entry / "metrics.json").write_text(json.dumps({"MNLI dev acc.": 0.5}))
@@ -67,23 +67,23 @@ def _stored_seed(store: Path) -> tuple[SeedJob, Config, Path]:
 
 
 def test_a_finished_seed_damaged_in_place_is_named_in_one_line(tmp_path: Path):
-    job, config, entry = _stored_seed(tmp_path / ".seedvar")
+    job, config, entry = _kept_seed(tmp_path / ".seedvar")
     job.publish_view(entry)
     job.finished.check()  # intact
     damaged = job.folder / "predictions" / "hans.parquet"
-    damaged.unlink()  # the view is hard links into the store: a new file, not the stored one
+    damaged.unlink()  # the view is hard links into the keep: a new file, not the kept one
     damaged.write_bytes(b"PAR1 damaged")
     with pytest.raises(DataError) as caught:
         job.finished.check()
     assert str(caught.value).startswith(f"{damaged} is damaged (it differs from the seed's")
     assert "\n" not in str(caught.value)
-    assert job.finished_dir(config) == entry  # the stored copy is intact: published again
+    assert job.finished_dir(config) == entry  # the kept copy is intact: published again
     job.publish_view(entry)
     job.finished.check()
 
 
-def test_a_stored_seed_damaged_in_place_is_trained_again(tmp_path: Path):
-    job, config, entry = _stored_seed(tmp_path / ".seedvar")
+def test_a_kept_seed_damaged_in_place_is_trained_again(tmp_path: Path):
+    job, config, entry = _kept_seed(tmp_path / ".seedvar")
     assert job.finished_dir(config) == entry
     (entry / "metrics.json").write_text(json.dumps({"MNLI dev acc.": 0.9}))  # same size
     assert job.finished_dir(config) is None

@@ -310,7 +310,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _adopt(args: argparse.Namespace) -> int:
     config = _config(args)
-    from seedvar.project import prepared_data, work_dir_of
+    from seedvar.project import keep_of, prepared_data
     from seedvar.scale.launch import lease, task_config
     from seedvar.seeds.adopt import adopt_folder
 
@@ -319,7 +319,7 @@ def _adopt(args: argparse.Namespace) -> int:
 
         config = trial_config(task_config(config), {})
     data = prepared_data(args.prepared)
-    with lease(work_dir_of(Path(config.output_dir)), config.study_hash(), "seedvar adopt"):
+    with lease(keep_of(Path(config.output_dir)), config.study_hash(), "seedvar adopt"):
         for folder in args.folders:
             seed, kept = adopt_folder(config, folder, data)
             print(f"seed {seed} kept from {folder} in {kept}")

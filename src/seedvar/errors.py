@@ -5,8 +5,8 @@ from typing import ClassVar
 
 class SeedvarError(Exception):
     """Base class: the message names the problem and the fix. `stops_launch`: a failure of
-    this kind would recur in every seed (bad input, a store or disk out of reach), so a launch
-    or a sweep stops instead of trying the other seeds."""
+    this kind would recur in every seed (bad input, a tracking store or disk out of reach), so a
+    launch or a sweep stops instead of trying the other seeds."""
 
     stops_launch: ClassVar[bool] = False
 

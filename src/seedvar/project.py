@@ -1,5 +1,5 @@
 """Where a study's project is (the folder its relative paths mean, also inside DVC), where
-its seeds' work is kept, and what its prepared inputs were made from (read without the
+its seeds are kept (the keep), and what its prepared inputs were made from (read without the
 heavy data libraries, so that a finished seed is found without them)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-WORK = ".seedvar"  # beside output_dir: work in progress, finished seeds by recipe, the lease
+KEEPS = ".seedvar"  # the keeps, beside output_dir: work in progress, finished seeds, the lease
 MANIFEST = "manifest.json"  # in a folder of prepared inputs: what they were made from
 
 
@@ -26,10 +26,10 @@ def project_root() -> Path:
     return Path(os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
 
 
-def work_dir_of(output_dir: Path) -> Path:
-    """The folder that keeps output_dir's seeds safe from a DVC checkout: `.seedvar/runs` for
-    output_dir `runs` (relative paths: under the project root), `X/.seedvar/NAME` for an
-    absolute output_dir `X/NAME`."""
+def keep_of(output_dir: Path) -> Path:
+    """The keep of output_dir's seeds (the folder that keeps them safe from a DVC checkout):
+    `.seedvar/runs` for output_dir `runs` (relative paths: under the project root),
+    `X/.seedvar/NAME` for an absolute output_dir `X/NAME`."""
     if output_dir.is_absolute():
-        return output_dir.parent / WORK / output_dir.name
-    return project_root() / WORK / output_dir
+        return output_dir.parent / KEEPS / output_dir.name
+    return project_root() / KEEPS / output_dir

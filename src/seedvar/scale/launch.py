@@ -24,12 +24,13 @@ from seedvar.declared import primary_column
 from seedvar.errors import RayUnavailableError, SeedvarError
 from seedvar.files import write_atomically
 from seedvar.processes import end_recorded, started_at
-from seedvar.project import prepared_data, work_dir_of
+from seedvar.project import keep_of, prepared_data
 from seedvar.scale import scheduler as tasks
 from seedvar.scale.cluster import INSTALL, import_ray, ray_session, seed_resources, this_machine
-from seedvar.scale.scheduler import InProcess, Status, TaskKey, TaskResult
+from seedvar.scale.scheduler import InProcess
 from seedvar.seeds.adopt import adopt
 from seedvar.seeds.job import IfFinished, SeedJob
+from seedvar.seeds.result import SeedResult, Status, TaskKey
 
 POLL_SECONDS = 1.0
 STATUS_SECONDS = 30.0
@@ -81,8 +82,8 @@ def lease(folder: Path, study: str, command: str) -> Iterator[Path]:
 
 
 def task_config(config: Config) -> Config:
-    """The config for the seeds, its tracking store resolved here (a task's node would resolve a
-    relative SQLite path against its own folder)."""
+    """The config for the seeds, its tracking store's URI resolved here (a task's node would
+    resolve a relative SQLite path against its own folder)."""
     uri = tracking.tracking_uri(config.tracking)
     return config.model_copy(update={"tracking": config.tracking.model_copy(update={"uri": uri})})
 
@@ -90,9 +91,9 @@ def task_config(config: Config) -> Config:
 def seed_task(key: TaskKey, config: Config, **more: Any) -> tasks.SeedTask:
     """A seed of this driver, run in the project folder, its run tagged with the driver."""
     tags = {DRIVER_TAG: driver_id(), **more.pop("run_tags", {})}
-    store = str(work_dir_of(Path(config.output_dir)).resolve())
+    keep = str(keep_of(Path(config.output_dir)).resolve())
     project = config.ray.project_dir or str(Path.cwd())
-    return tasks.SeedTask(key, config, project, store, run_tags=tags, **more)
+    return tasks.SeedTask(key, config, project, keep, run_tags=tags, **more)
 
 
 @contextmanager
@@ -161,7 +162,7 @@ class LaunchReport:
 
     finished: list[int] = field(default_factory=list)  # trained (or completed) now
     already: list[int] = field(default_factory=list)  # finished before this launch
-    failed: dict[int, TaskResult] = field(default_factory=dict)
+    failed: dict[int, SeedResult] = field(default_factory=dict)
     not_run: list[int] = field(default_factory=list)  # stopped after a failure of the study
     retried: dict[int, list[tasks.Cause]] = field(default_factory=dict)
     seconds: float = 0.0
@@ -211,12 +212,12 @@ def launch(
         import_ray()  # one line before any work where the cluster cannot be used
     report = LaunchReport()
     config = task_config(config)
-    store = work_dir_of(Path(config.output_dir)).resolve()
-    SeedJob(Path(config.output_dir), seeds[0], store=store).check_writable()
+    keep = keep_of(Path(config.output_dir)).resolve()
+    SeedJob(Path(config.output_dir), seeds[0], keep=keep).check_writable()
     data = prepared_data(prepared)  # the sets' fingerprints: a seed on other data is another
-    with lease(store, config.study_hash(), command) as record:
+    with lease(keep, config.study_hash(), command) as record:
         for seed in seeds:
-            job = SeedJob(Path(config.output_dir), seed, store=store, data=data)
+            job = SeedJob(Path(config.output_dir), seed, keep=keep, data=data)
             entry = job.finished_dir(config.with_seed(seed)) or adopt(job, config.with_seed(seed))
             if entry is not None and if_finished != "replace":
                 job.refuse_finished(config.with_seed(seed), force=if_finished == "reuse")
@@ -248,7 +249,7 @@ def launch(
 
 
 def _take(
-    scheduler: InProcess, report: LaunchReport, echo: Callable[[str], None], result: TaskResult
+    scheduler: InProcess, report: LaunchReport, echo: Callable[[str], None], result: SeedResult
 ) -> None:
     """Count a seed's result in `report`; after a failure that would hit every seed (bad data,
     bad config), cancel the seeds that have not started."""
@@ -269,7 +270,7 @@ def _take(
 
 def drive(
     scheduler: InProcess,
-    take: Callable[[TaskResult], None],
+    take: Callable[[SeedResult], None],
     total: Callable[[], int],
     column: str,
     echo: Callable[[str], None],
@@ -291,12 +292,12 @@ def drive(
             echo(_status(scheduler, ended, total(), last_status - started, first_steps))
 
 
-def finished_line(result: TaskResult, column: str) -> str:
+def finished_line(result: SeedResult, column: str) -> str:
     """`seed 3 finished in 700 s, MNLI dev acc. 0.8412` (or `was found finished`)."""
     accuracy = (result.metrics or {}).get(column)
     score = f", {column} {accuracy:.4f}" if accuracy is not None else ""
     how = "was found finished" if result.status is Status.REUSED else "finished"
-    return f"{result.key} {how} in {result.seconds:.0f} s{score}"
+    return f"{result.key} {how} in {result.wall_seconds:.0f} s{score}"
 
 
 def _status(

@@ -1,10 +1,10 @@
-"""Seed tasks (an attempt at a seed, every ending returned as a TaskResult) and the schedulers that
+"""Seed tasks (an attempt at a seed, every ending returned as a SeedResult) and the schedulers that
 see each seed to one end: `InProcess` in the driver, `Scheduler` on Ray. A seed runs again (and
 resumes) at most `ray.max_retries` times: lost (Ray reruns it; the driver says so in one line as
 the new attempt takes the work over), stalled (no batch in its progress for `ray.stall_seconds`:
 the longest stuck is cancelled, the others' clocks restarted, as it may hold them up; should it
-wake, it finds its work taken over) or failed with a passing error (a store still locked after
-the write's own retries)."""
+wake, it finds its work taken over) or failed with a passing error (a tracking store still locked
+after the write's own retries)."""
 
 from __future__ import annotations
 
@@ -24,25 +24,11 @@ from seedvar.progress import Progress
 from seedvar.project import prepared_data
 from seedvar.scale.cluster import SeedResources
 from seedvar.seeds.job import PROGRESS, IfFinished, SeedJob, attempt_record
+from seedvar.seeds.result import SeedResult, Status, TaskKey
 from seedvar.training.device import on_this_machine
 
 if TYPE_CHECKING:  # the driver never trains: no Lightning there
     import lightning as L
-
-
-class Status(StrEnum):
-    """How one attempt at a seed ended."""
-
-    FINISHED = "finished"  # trained and published now
-    REUSED = "reused"  # found finished with this recipe
-    PRUNED = "pruned"  # its sweep trial was pruned
-    STOPPED = "stopped"  # its sweep trial ended on another seed
-    SUPERSEDED = "superseded"  # another attempt took its work over
-    FAILED = "failed"
-
-    @property
-    def done(self) -> bool:
-        return self in (Status.FINISHED, Status.REUSED)
 
 
 class Cause(StrEnum):
@@ -53,25 +39,14 @@ class Cause(StrEnum):
 
 
 @dataclass(frozen=True)
-class TaskKey:
-    """A seed of a launch (`trial` None) or of a sweep trial."""
-
-    seed: int
-    trial: int | None = None
-
-    def __str__(self) -> str:
-        return f"seed {self.seed}" if self.trial is None else f"trial {self.trial} seed {self.seed}"
-
-
-@dataclass(frozen=True)
 class SeedTask:
-    """One seed to run, its work kept in `store` (absolute). `callbacks` makes more Lightning
-    callbacks where it trains (a trial's); `threads`: torch's (None: its own)."""
+    """One seed to run (`key`), its work kept in the keep `keep` (absolute). `callbacks` makes
+    more Lightning callbacks where it trains (a trial's); `threads`: torch's (None: its own)."""
 
     key: TaskKey
     config: Config
     project_dir: str
-    store: str
+    keep: str
     prepared: str | None = None
     parent_run_id: str | None = None
     run_tags: dict[str, str] = field(default_factory=dict)
@@ -81,34 +56,22 @@ class SeedTask:
     threads: int | None = 1
 
 
-@dataclass(frozen=True)
-class TaskResult:
-    key: TaskKey
-    status: Status
-    attempt: str = ""
-    metrics: dict[str, float] | None = None
-    error: str | None = None  # the error's first line
-    error_type: str | None = None
-    stops_launch: bool = False  # the failure would recur in every seed
-    transient: bool = False  # a passing error: the same attempt again may well succeed
-    detail: str | None = None  # the traceback of an error seedvar did not expect
-    seconds: float = 0.0
-
-
-def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> TaskResult:
+def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> SeedResult:
     """One attempt at one seed, in the project folder; `where`: its Ray node and task (None: the
-    driver's process)."""
+    driver's process), noted in its attempt.json."""
     import torch
 
-    from seedvar.seeds.seed import Scheduled, run_seed
+    from seedvar.seeds.seed import run_seed
 
     started = time.perf_counter()
     prepared = Path(task.prepared) if task.prepared else None
-    job = SeedJob.of(task.config, store=Path(task.store), data=prepared_data(prepared))
+    job = SeedJob.of(
+        task.config, keep=Path(task.keep), data=prepared_data(prepared), note=where or {}
+    )
 
-    def ended(status: Status, **more: Any) -> TaskResult:
+    def ended(status: Status, **more: Any) -> SeedResult:
         seconds = time.perf_counter() - started
-        return TaskResult(task.key, status, job.attempt_id, seconds=seconds, **more)
+        return SeedResult(task.key, status, job.attempt_id, wall_seconds=seconds, **more)
 
     try:
         try:  # where the config's relative paths point on every node
@@ -117,8 +80,8 @@ def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> TaskRe
             raise ConfigError(
                 f"the project folder {task.project_dir} cannot be entered on node "
                 f"{(where or {}).get('ray_node', 'here')} ({error.strerror}); put the project "
-                "on storage that every node mounts at the same path, or set ray.project_dir to "
-                "where the nodes see it"
+                "on a file system that every node mounts at the same path, or set "
+                "ray.project_dir to where the nodes see it"
             ) from None
         if task.threads:
             torch.set_num_threads(task.threads)
@@ -130,9 +93,9 @@ def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> TaskRe
                 callbacks=task.callbacks() if task.callbacks else None,
                 parent_run_id=task.parent_run_id,
                 run_tags=task.run_tags,
-                scheduled=Scheduled(job, where or {}),
+                job=job,
             )
-        return ended(Status.REUSED if result.reused else Status.FINISHED, metrics=result.metrics)
+        return replace(result, key=task.key, wall_seconds=time.perf_counter() - started)
     except tracking.RunStopped as stopped:  # its trial was pruned (or failed) on another seed
         status = Status.PRUNED if isinstance(stopped, tracking.RunPruned) else Status.STOPPED
         return ended(status, error=first_line(stopped))
@@ -147,7 +110,7 @@ def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> TaskRe
         return ended(Status.FAILED, error=line, error_type=kind, transient=passing, detail=detail)
 
 
-def run_on_ray(task: SeedTask) -> TaskResult:
+def run_on_ray(task: SeedTask) -> SeedResult:
     """The body of the Ray task."""
     import ray
 
@@ -157,10 +120,10 @@ def run_on_ray(task: SeedTask) -> TaskResult:
 
 
 @dataclass
-class Submission:
-    """A seed as last submitted, its Ray reference, its last progress and when first seen; the
-    attempts seen at it (each one's attempt.json) and how many of them were lost (each run again
-    by Ray)."""
+class _Watched:
+    """A task as the scheduler watches it: as last submitted, its Ray reference, its last
+    progress and when first seen; the attempts seen at it (each one's attempt.json) and how many
+    of them were lost (each run again by Ray)."""
 
     task: SeedTask
     ref: Any = None
@@ -180,13 +143,13 @@ class InProcess:
         self.settings, self.echo = settings, echo
         self.threads = None if cpus is None else max(1, int(cpus))
         self.at_once = 1  # seeds at once
-        self.running: dict[TaskKey, Submission] = {}
+        self.running: dict[TaskKey, _Watched] = {}
         self.retried: dict[TaskKey, list[Cause]] = {}  # seeds submitted again, and why
 
     def submit(self, task: SeedTask) -> None:
         """Run `task` (its key must not be running already)."""
         task = replace(task, threads=self.threads)
-        self.running[task.key] = Submission(task, self._start(task))
+        self.running[task.key] = _Watched(task, self._start(task))
 
     def _start(self, task: SeedTask) -> Any:
         """Its Ray reference (here none: `wait` runs it)."""
@@ -209,37 +172,37 @@ class InProcess:
 
     def activity(self) -> dict[TaskKey, Progress]:
         """The progress of every running seed whose current submission has started."""
-        return {key: s.progress for key, s in self.running.items() if s.progress is not None}
+        return {key: w.progress for key, w in self.running.items() if w.progress is not None}
 
     def resolved(self, config: Config) -> Config:
         """`config` with its "auto" precisions as they resolve where the seeds run."""
         return on_this_machine(config)
 
-    def wait(self, timeout: float) -> list[TaskResult]:
+    def wait(self, timeout: float) -> list[SeedResult]:
         """Run the next seed to its end (here `timeout` does not apply)."""
         key = next(iter(self.running))
         return self._ended({key: self._checked(key, run_seed_task(self.running[key].task))})
 
-    def _checked(self, key: TaskKey, result: TaskResult) -> TaskResult | None:
+    def _checked(self, key: TaskKey, result: SeedResult) -> SeedResult | None:
         """`result`, or None where it is a passing error and `key` has been submitted again."""
         if result.transient:
             return self._again(key, Cause.TRANSIENT, f"attempt {result.attempt}: {result.error}")
         return result
 
-    def _ended(self, ended: dict[TaskKey, TaskResult | None]) -> list[TaskResult]:
+    def _ended(self, ended: dict[TaskKey, SeedResult | None]) -> list[SeedResult]:
         """The results of the seeds that ended (None: submitted again), no longer running."""
         results = [result for result in ended.values() if result is not None]
         for result in results:
             del self.running[result.key]
         return results
 
-    def _again(self, key: TaskKey, cause: Cause, why: str) -> TaskResult | None:
+    def _again(self, key: TaskKey, cause: Cause, why: str) -> SeedResult | None:
         """Submit `key` once more, unless it has used up its retries (then: failed)."""
         task = self.running[key].task
         self.retried.setdefault(key, []).append(cause)
         if task.submission > self.settings.max_retries:
             self.echo(f"{key}: {why}; no retries left (ray.max_retries)")
-            return TaskResult(key, Status.FAILED, error=f"{why}; no retries left")
+            return SeedResult(key, Status.FAILED, error=f"{why}; no retries left")
         self.echo(f"{key}: {why}; submitted again")
         self.submit(replace(task, submission=task.submission + 1))
         return None
@@ -285,10 +248,10 @@ class Scheduler(InProcess):
         probe = self.ray.remote(num_cpus=self.resources.cpus, num_gpus=self.resources.gpus)
         return self.ray.get(probe(on_this_machine).remote(config))
 
-    def wait(self, timeout: float) -> list[TaskResult]:
+    def wait(self, timeout: float) -> list[SeedResult]:
         """Results of the seeds that ended within `timeout` seconds (each seed's only one);
         meanwhile, stalled attempts and passing errors are submitted again."""
-        refs = {submission.ref: key for key, submission in self.running.items()}
+        refs = {watched.ref: key for key, watched in self.running.items()}
         first, _ = self.ray.wait(list(refs), num_returns=1, timeout=timeout)
         ready = self.ray.wait(list(refs), num_returns=len(refs), timeout=0)[0] if first else []
         ended = {refs[ref]: self._result(refs[ref], ref) for ref in ready}
@@ -301,43 +264,43 @@ class Scheduler(InProcess):
                 self.running[key].since = time.monotonic()
         return self._ended(ended)
 
-    def _result(self, key: TaskKey, ref: Any) -> TaskResult | None:
+    def _result(self, key: TaskKey, ref: Any) -> SeedResult | None:
         try:
-            result: TaskResult = self.ray.get(ref)
+            result: SeedResult = self.ray.get(ref)
         except self.ray.exceptions.RayError as error:  # lost more often than Ray retries
             why = f"its worker or node was lost ({type(error).__name__}: {first_line(error)})"
-            return TaskResult(key, Status.FAILED, error=f"{why}; no retries left")
+            return SeedResult(key, Status.FAILED, error=f"{why}; no retries left")
         return self._checked(key, result)
 
     def _still(self, key: TaskKey) -> float:
         """Seconds the attempt at `key` has stood still while training or evaluating (0: it
         moved since the last look, or is loading, or has reported nothing yet). An attempt seen
         for the first time is noted (`_new_attempt`)."""
-        submission, now = self.running[key], time.monotonic()
+        watched, now = self.running[key], time.monotonic()
         pattern = f"seed-{key.seed}.partial.*/{PROGRESS}"  # its current submission's progress
         current = []
-        for path in Path(submission.task.store).glob(pattern):
+        for path in Path(watched.task.keep).glob(pattern):
             found = progress.read(path)
-            if found and found.submission == submission.task.submission:
+            if found and found.submission == watched.task.submission:
                 current.append(found)
-                if found.attempt not in submission.attempts:
+                if found.attempt not in watched.attempts:
                     self._new_attempt(key, found.attempt, path.parent)
         if not (latest := max(current, key=lambda p: p.batches, default=None)):
             return 0.0
-        if latest != submission.progress:  # it moved (it changes only with a batch)
-            submission.progress, submission.since = latest, now
-        return 0.0 if latest.phase == "loading" else now - submission.since
+        if latest != watched.progress:  # it moved (it changes only with a batch)
+            watched.progress, watched.since = latest, now
+        return 0.0 if latest.phase == "loading" else now - watched.since
 
     def _new_attempt(self, key: TaskKey, attempt: str, folder: Path) -> None:
         """Note an attempt first seen at `key`'s current submission (working in `folder`). One
         that follows another attempt at the same Ray task is Ray's own retry of a task whose
         worker died (or its node): say so in one line, with how the seed goes on."""
-        submission = self.running[key]
+        watched = self.running[key]
         record = attempt_record(folder)
         if record.get("attempt") != attempt:  # not claimed yet, or taken over meanwhile
             return
-        seen = list(submission.attempts.values())
-        submission.attempts[attempt] = record
+        seen = list(watched.attempts.values())
+        watched.attempts[attempt] = record
         took_over = record.get("took_over") or {}
         if took_over.get("ray_task") and took_over.get("ray_task") == record.get("ray_task"):
             lost = took_over  # the attempt whose work it took over: the same task, run again
@@ -345,23 +308,23 @@ class Scheduler(InProcess):
             lost = seen[-1]
         else:
             return
-        submission.lost += 1
-        left = max(0, self.settings.max_retries - submission.lost)
+        watched.lost += 1
+        left = max(0, self.settings.max_retries - watched.lost)
         retries = {0: "its last retry", 1: "1 retry left"}.get(left, f"{left} retries left")
         where = ", ".join(filter(None, [f"attempt {lost.get('attempt', '?')}", _process(lost)]))
         how = f", {record['continues']}" if record.get("continues") else ""
         self.echo(f"{key}: its worker died ({where}); Ray retries it ({retries}){how}")
 
-    def _cancel(self, key: TaskKey, still: float) -> TaskResult | None:
+    def _cancel(self, key: TaskKey, still: float) -> SeedResult | None:
         """Cancel and submit again an attempt whose progress has stood still for too long."""
-        submission = self.running[key]
-        self.ray.cancel(submission.ref, force=True)
-        assert submission.progress is not None  # it has been seen
-        attempt = submission.progress.attempt
-        where = _process(submission.attempts.get(attempt))
+        watched = self.running[key]
+        self.ray.cancel(watched.ref, force=True)
+        assert watched.progress is not None  # it has been seen
+        attempt = watched.progress.attempt
+        where = _process(watched.attempts.get(attempt))
         why = (
             f"attempt {attempt}{f' ({where})' if where else ''} has not finished a batch for "
-            f"{still:.0f} s while {submission.progress.phase} (frozen or hung); cancelled"
+            f"{still:.0f} s while {watched.progress.phase} (frozen or hung); cancelled"
         )
         return self._again(key, Cause.STALLED, why)
 

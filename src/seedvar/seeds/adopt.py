@@ -81,8 +81,8 @@ def adopt_folder(config: Config, folder: Path, data: dict[str, str] | None) -> t
             f"{folder} was scored on other versions of the study's sets than the prepared ones "
             f"({DATA} differs): it cannot stand for seed {seed} of this study"
         )
-    stored = job.finished_dir(config.with_seed(seed))
-    return seed, stored or _copy_kept(job, entry_name(trained.hash(), data_of(folder)), folder)
+    kept = job.finished_dir(config.with_seed(seed))
+    return seed, kept or _copy_kept(job, entry_name(trained.hash(), data_of(folder)), folder)
 
 
 def _copy_kept(job: SeedJob, name: str, folder: Path) -> Path:

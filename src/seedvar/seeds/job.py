@@ -1,7 +1,8 @@
 """A seed job owns one seed's work and its finished results for their whole life.
 
-Everything but the published view lives outside DVC's outputs (`.seedvar/runs` for output_dir
-`runs`, see project.py), so that no DVC checkout can destroy a finished seed or an attempt's work:
+Everything but the published view lives outside DVC's outputs, in the keep (`.seedvar/runs` for
+output_dir `runs`, see project.py), so that no DVC checkout can destroy a finished seed or an
+attempt's work:
 
 .seedvar/runs/seed-N.partial.<attempt>/  the work in progress of one attempt: attempt.json (who
                                          works on it), config.yaml, run.json (its MLflow run),
@@ -46,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from seedvar.config import Config
 from seedvar.errors import DiskError, OutputExistsError, Superseded, first_line
 from seedvar.files import remove_temporaries, temporary, write_atomically
-from seedvar.project import work_dir_of
+from seedvar.project import keep_of
 from seedvar.seeds.finished import (
     CONFIG,
     DATA,
@@ -99,25 +100,32 @@ class Resumable:
 
 @dataclass(frozen=True)
 class SeedJob:
-    """The folders and files of seed `seed` published under `output_dir` and stored under
-    `store` (by default `work_dir_of(output_dir)`), as seen by the attempt `attempt_id`."""
+    """The folders and files of seed `seed` published under `output_dir` and kept in the keep
+    `keep` (by default `keep_of(output_dir)`), as seen by the attempt `attempt_id`; `note`: what
+    the attempt's attempt.json records of where it runs (a scheduler's: its Ray node and task)."""
 
     output_dir: Path
     seed: int
     attempt_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12], compare=False)
-    store: Path | None = None
+    keep: Path | None = None
     data: dict[str, str] | None = None  # the fingerprints of the sets it is to use, if known
+    note: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(
-        cls, config: Config, store: Path | None = None, data: dict[str, str] | None = None
+        cls,
+        config: Config,
+        keep: Path | None = None,
+        data: dict[str, str] | None = None,
+        note: dict[str, Any] | None = None,
     ) -> SeedJob:
-        return cls(Path(config.output_dir), config.train.seed, store=store, data=data)
+        seed = config.train.seed
+        return cls(Path(config.output_dir), seed, keep=keep, data=data, note=note or {})
 
     @property
-    def store_dir(self) -> Path:
-        """Where the seed's attempts work and its finished recipes are stored."""
-        return self.store or work_dir_of(self.output_dir)
+    def keep_dir(self) -> Path:
+        """The keep: where the seed's attempts work and its finished recipes are kept."""
+        return self.keep or keep_of(self.output_dir)
 
     @property
     def folder(self) -> Path:
@@ -127,12 +135,12 @@ class SeedJob:
     @property
     def recipes(self) -> Path:
         """The folder of the seed's finished recipes, one folder per recipe hash."""
-        return self.store_dir / f"seed-{self.seed}"
+        return self.keep_dir / f"seed-{self.seed}"
 
     @property
     def work_dir(self) -> Path:
         """This attempt's work in progress."""
-        return self.store_dir / f"seed-{self.seed}.partial.{self.attempt_id}"
+        return self.keep_dir / f"seed-{self.seed}.partial.{self.attempt_id}"
 
     @property
     def checkpoint(self) -> Path:
@@ -151,11 +159,11 @@ class SeedJob:
     def work_dirs(self, config: Config) -> list[Path]:
         """The work folders of every attempt at this seed with `config`'s recipe (this one's,
         if it exists, too)."""
-        found = sorted(self.store_dir.glob(f"seed-{self.seed}.partial.*"))
+        found = sorted(self.keep_dir.glob(f"seed-{self.seed}.partial.*"))
         return [f for f in found if _recipe_hash(f) == config.hash()]
 
     def finished_dir(self, config: Config) -> Path | None:
-        """The stored finished seed of this very recipe (an "auto" precision: with what it chose
+        """The kept finished seed of this very recipe (an "auto" precision: with what it chose
         where it was trained), or None."""
         if not self.recipes.is_dir():
             return None
@@ -197,7 +205,7 @@ class SeedJob:
     def check_writable(self) -> None:
         """DiskError, before any work, if the output folder (or, while it does not exist yet,
         the folder it will be made in) cannot be written."""
-        for name, wanted in (("output_dir", self.output_dir), ("the work folder", self.store_dir)):
+        for name, wanted in (("output_dir", self.output_dir), ("the seeds' keep", self.keep_dir)):
             folder = wanted
             while not folder.exists() and folder != folder.parent:
                 folder = folder.parent
@@ -239,14 +247,14 @@ class SeedJob:
                 "which continues the seed; this one stops without touching it"
             )
 
-    def claim(self, config: Config, note: dict[str, Any] | None = None) -> Resumable:
+    def claim(self, config: Config) -> Resumable:
         """Make this attempt the one that works on the seed: take over the most advanced work
         folder of an earlier attempt at this recipe by renaming it (older ones are removed,
         another recipe's stay), or start an empty one. Returns what the earlier attempt left to
-        continue from. `note`: recorded in attempt.json, with the attempt taken over (its own
-        attempt.json, as `took_over`) and how this one `continues` (`Resumable.continues`), for a
-        driver to tell. A seed whose earlier attempt left nothing to continue from says in one
-        line that it starts over."""
+        continue from. The job's `note` is recorded in attempt.json, with the attempt taken over
+        (its own attempt.json, as `took_over`) and how this one `continues`
+        (`Resumable.continues`), for a driver to tell. A seed whose earlier attempt left nothing
+        to continue from says in one line that it starts over."""
         for _ in range(CLAIM_TRIES):
             if self._take_over(config):
                 break
@@ -259,7 +267,7 @@ class SeedJob:
         who = {"attempt": self.attempt_id, "host": socket.gethostname(), "pid": os.getpid()}
         who["started"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         said = {"took_over": earlier, "continues": resumable.continues}
-        write_atomically(self.work_dir / ATTEMPT, json.dumps({**who, **(note or {}), **said}))
+        write_atomically(self.work_dir / ATTEMPT, json.dumps({**who, **self.note, **said}))
         if resumable.stale_run_id and not set_aside:  # an unreadable checkpoint said so itself
             print(
                 f"seedvar: warning: seed {self.seed} starts over: {_attempt(earlier)} left no "
@@ -299,13 +307,13 @@ class SeedJob:
 
     def checkpoint_readable(self) -> bool:
         """Whether the training checkpoint can be read. One that cannot (truncated by a full
-        disk or a copy, damaged by storage) is set aside beside the seeds' work with a one-line
+        disk or a copy, damaged on disk) is set aside beside the seeds' work with a one-line
         warning, and the seed starts over rather than failing on every rerun."""
         from seedvar.training.resume import readable  # torch: only where a checkpoint exists
 
         if readable(self.checkpoint):
             return True
-        aside = self.store_dir / f"seed-{self.seed}.unreadable-checkpoint.{self.attempt_id}.ckpt"
+        aside = self.keep_dir / f"seed-{self.seed}.unreadable-checkpoint.{self.attempt_id}.ckpt"
         os.replace(self.checkpoint, aside)
         print(
             f"seedvar: warning: seed {self.seed}'s training checkpoint cannot be read (truncated "
@@ -358,7 +366,7 @@ class SeedJob:
 
     def publish(self, force: bool = False) -> Path:
         """Move this attempt's finished work into place with one rename, so no reader sees
-        half a seed, and publish its view in output_dir; returns where it is stored. Superseded
+        half a seed, and publish its view in output_dir; returns where it is kept. Superseded
         if another attempt took the work over; AlreadyPublished if the seed was finished with
         this recipe meanwhile by an attempt that worked unseen beside this one; a finished seed
         of this recipe is replaced only when `force`."""

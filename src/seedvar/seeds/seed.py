@@ -6,9 +6,7 @@ import math
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import lightning as L
 from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
@@ -24,6 +22,7 @@ from seedvar.project import prepared_data
 from seedvar.seeds.evaluate import evaluate_sets
 from seedvar.seeds.finished import COLUMNS, CONFIG, METRICS, TRAJECTORY
 from seedvar.seeds.job import AlreadyPublished, IfFinished, Resumable, SeedJob
+from seedvar.seeds.result import SeedResult, Status, TaskKey
 from seedvar.seeds.trajectory import Trajectory, probes
 from seedvar.tracking.logger import RunLogger
 from seedvar.tracking.retry import writing_for
@@ -33,17 +32,6 @@ from seedvar.training.resume import ResumeCheckpoint
 
 ATTEMPT_TAG = "seedvar.attempt"
 FENCE_SECONDS = 1.0  # how often a training attempt checks that it still holds its seed
-
-
-@dataclass(frozen=True)
-class SeedResult:
-    """Where a finished seed lives and what it scored; `reused`: it had finished before."""
-
-    seed_dir: Path
-    run_id: str
-    metrics: dict[str, float]
-    wall_seconds: float
-    reused: bool = False
 
 
 class Every(L.Callback):
@@ -59,15 +47,6 @@ class Every(L.Callback):
             self.checked = time.monotonic()
 
 
-@dataclass(frozen=True)
-class Scheduled:
-    """An attempt run by a scheduler (a launch's task): `job` names the attempt before it
-    starts; `note` goes into its attempt.json (a Ray node, say)."""
-
-    job: SeedJob
-    note: dict[str, Any]
-
-
 def run_seed(
     config: Config,
     if_finished: IfFinished = "refuse",
@@ -75,7 +54,7 @@ def run_seed(
     callbacks: list[L.Callback] | None = None,
     parent_run_id: str | None = None,
     run_tags: dict[str, str] | None = None,
-    scheduled: Scheduled | None = None,
+    job: SeedJob | None = None,
 ) -> SeedResult:
     """Fine-tune and evaluate the seed `config.train.seed`.
 
@@ -85,7 +64,8 @@ def run_seed(
     `prepared`: a folder written by `seedvar prepare`; without it the sets are loaded here.
     `callbacks`: more Lightning callbacks (a sweep's pruning, for example).
     `parent_run_id`: the MLflow run to file this seed under (default: the study's run).
-    `scheduled`: this attempt as a scheduler runs it (default: a `seedvar train` process).
+    `job`: this attempt's job as a scheduler made it, naming the attempt before it starts and
+    what its attempt.json notes (default: a `seedvar train` process's).
     The caller holds the study's lease (scale/launch.py): one driver at a time.
     A seed whose process died continues where it stopped: from its last training checkpoint,
     or, once trained, straight at evaluation; in the same MLflow run.
@@ -93,7 +73,8 @@ def run_seed(
     """
     started = time.perf_counter()
     config = on_this_machine(config)
-    job = scheduled.job if scheduled else SeedJob.of(config, data=prepared_data(prepared))
+    if job is None:
+        job = SeedJob.of(config, data=prepared_data(prepared))
     finished_before = job.finished_dir(config) is not None
     if if_finished == "reuse" and finished_before:
         return _finished(job, config, started)
@@ -106,11 +87,12 @@ def run_seed(
     tokenizer = load_tokenizer(config.model.name)
     inputs = study_inputs(config, prepared)
     with job.disk_errors_explained(), writing_for(f"seed {config.train.seed}"):
-        resumable = job.claim(config, scheduled.note if scheduled else None)
+        resumable = job.claim(config)
         progress.claimed()
         try:
-            work = SeedWork(config, job, resumable, inputs, tokenizer, callbacks or [])
-            metrics, run_id = _train_evaluate_track(work, parent_run_id, run_tags)
+            metrics, run_id = _train_evaluate_track(
+                config, job, resumable, inputs, tokenizer, callbacks or [], parent_run_id, run_tags
+            )
             job.publish(replace)
         except AlreadyPublished:  # its own run (no other attempt knew of it) is not the seed's
             duplicate = tracking.TrackedRun(tracking.open_store(config).client, run_id)
@@ -124,27 +106,23 @@ def run_seed(
             raise
     for leftover in job.work_dirs(config):  # what a late attempt wrote after a takeover
         shutil.rmtree(leftover, ignore_errors=True)
-    return SeedResult(job.folder, run_id, metrics, time.perf_counter() - started)
-
-
-@dataclass(frozen=True)
-class SeedWork:
-    """What one attempt at a seed works with."""
-
-    config: Config
-    job: SeedJob
-    resumable: Resumable
-    inputs: StudyInputs
-    tokenizer: PreTrainedTokenizerBase
-    callbacks: list[L.Callback]
+    elapsed = time.perf_counter() - started
+    return _result(job, Status.FINISHED, metrics, run_id, elapsed)
 
 
 def _train_evaluate_track(
-    work: SeedWork, parent_run_id: str | None, run_tags: dict[str, str] | None
+    config: Config,
+    job: SeedJob,
+    resumable: Resumable,
+    inputs: StudyInputs,
+    tokenizer: PreTrainedTokenizerBase,
+    callbacks: list[L.Callback],
+    parent_run_id: str | None,
+    run_tags: dict[str, str] | None,
 ) -> tuple[dict[str, float], str]:
     """Train (or continue training) and evaluate in the attempt's folder, in the seed's MLflow
-    run, which ends FINISHED when this returns (unless another attempt took the work over)."""
-    config, job, resumable, inputs = work.config, work.job, work.resumable, work.inputs
+    run, which ends FINISHED when this returns (unless another attempt took the work over);
+    `resumable`: what the job's claim found to continue from."""
     store = tracking.open_store(config)
     if resumable.stale_run_id:  # an earlier attempt died before anything worth continuing
         stale = tracking.TrackedRun(store.client, resumable.stale_run_id)
@@ -167,7 +145,7 @@ def _train_evaluate_track(
         )
         monitor.start()
         try:
-            metrics = _train_and_evaluate(work, run)
+            metrics = _train_and_evaluate(config, job, resumable, inputs, tokenizer, callbacks, run)
         finally:
             monitor.finish()
         run.log_weights(job.model_dir, job.folder / "model", config.tracking.log_weights)
@@ -175,21 +153,28 @@ def _train_evaluate_track(
     return metrics, run.run_id
 
 
-def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, float]:
+def _train_and_evaluate(
+    config: Config,
+    job: SeedJob,
+    resumable: Resumable,
+    inputs: StudyInputs,
+    tokenizer: PreTrainedTokenizerBase,
+    callbacks: list[L.Callback],
+    run: tracking.TrackedRun,
+) -> dict[str, float]:
     """Fine-tune unless the weights are saved already, then evaluate and log the results."""
-    config, job, resumable, inputs = work.config, work.job, work.resumable, work.inputs
     if not job.trained():
         started = time.perf_counter()
         every = config.train.checkpoint_every_minutes, config.train.checkpoint_every_n_steps
         resume = ResumeCheckpoint(job.checkpoint, *every)
         found = probes(config, inputs)
-        pad = work.tokenizer.pad_token_id
+        pad = tokenizer.pad_token_id
         trajectory = [Trajectory(config, found, pad, job.work_dir / TRAJECTORY)] if found else []
         model = fine_tune(
             config,
             inputs.tokenized,
             pad,
-            [Every(job.check_held, FENCE_SECONDS), resume, *trajectory, *work.callbacks],
+            [Every(job.check_held, FENCE_SECONDS), resume, *trajectory, *callbacks],
             logger=RunLogger(  # writes into the seed's run; ending it stays with us
                 tracking_uri=run.client.tracking_uri,
                 run_id=run.run_id,
@@ -198,7 +183,7 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
             ),
             checkpoint=resumable.checkpoint,
         )
-        job.save_model(model, work.tokenizer)
+        job.save_model(model, tokenizer)
         run.log_raw_metrics({TRAIN_SECONDS: time.perf_counter() - started})
     job.check_held()
     progress.tick("evaluating")
@@ -208,7 +193,7 @@ def _train_and_evaluate(work: SeedWork, run: tracking.TrackedRun) -> dict[str, f
         config,
         inputs.sets.evaluation,
         inputs.tokenized,
-        work.tokenizer.pad_token_id,
+        tokenizer.pad_token_id,
         job.work_dir,
     )
     job.check_held()
@@ -231,7 +216,18 @@ def _finished(job: SeedJob, config: Config, started: float) -> SeedResult:
     job.publish_view(entry)
     metrics = job.finished.metrics() or {}
     elapsed = time.perf_counter() - started
-    return SeedResult(job.folder, job.finished.run_id(), metrics, elapsed, reused=True)
+    return _result(job, Status.REUSED, metrics, job.finished.run_id(), elapsed)
+
+
+def _result(
+    job: SeedJob, status: Status, metrics: dict[str, float], run_id: str, elapsed: float
+) -> SeedResult:
+    """A seed this attempt finished (or found finished), published in output_dir; a scheduler
+    gives it its task's key."""
+    key = TaskKey(job.seed)
+    return SeedResult(
+        key, status, job.attempt_id, metrics, job.folder, run_id, wall_seconds=elapsed
+    )
 
 
 def _seed_tags(config: Config) -> dict[str, str]:

@@ -28,10 +28,11 @@ from seedvar.config import Config
 from seedvar.declared import headline_mean_column, primary_column
 from seedvar.errors import SeedvarError
 from seedvar.metrics import MAJORITY_SHARE, safe_key
-from seedvar.project import work_dir_of
+from seedvar.project import keep_of
 from seedvar.scale.launch import backend, drive, lease, seed_task, task_config
-from seedvar.scale.scheduler import InProcess, Status, TaskKey, TaskResult
+from seedvar.scale.scheduler import InProcess
 from seedvar.seeds.finished import FinishedSeed
+from seedvar.seeds.result import SeedResult, Status, TaskKey
 from seedvar.sweep import search
 
 SWEEP_TAG = "seedvar.sweep"
@@ -52,7 +53,7 @@ def run_sweep(base: Config, ray: bool = False, echo: Callable[[str], None] = pri
     if len(study.get_trials(states=search.FINISHED)) >= sweep.n_trials:
         return study
     command = "seedvar sweep --ray" if ray else "seedvar sweep"
-    with lease(work_dir_of(search.SWEEPS_DIR / sweep.study_name), "sweep", command) as record:
+    with lease(keep_of(search.SWEEPS_DIR / sweep.study_name), "sweep", command) as record:
         k = sweep.seeds_per_trial
         with backend(base, "ray" if ray else "here", k, record, echo) as scheduler:
             at_once = max(1, math.ceil(scheduler.at_once / k))
@@ -70,7 +71,7 @@ def run_sweep(base: Config, ray: bool = False, echo: Callable[[str], None] = pri
 
 
 @dataclass
-class TrialRun:
+class SweepTrial:
     """A trial in flight: its Optuna trial, configuration, MLflow run, its seeds' results, and
     the state Optuna was told before its end (pruned, failed)."""
 
@@ -79,7 +80,7 @@ class TrialRun:
     config: Config
     resume_run_id: str | None = None  # the run a driver that died had opened for it
     run: tracking.TrackedRun | None = None
-    results: dict[int, TaskResult] = field(default_factory=dict)  # by seed
+    results: dict[int, SeedResult] = field(default_factory=dict)  # by seed
     state: TrialState | None = None
 
     @property
@@ -141,8 +142,8 @@ class Driver:
     scheduler: InProcess
     echo: Callable[[str], None]
     at_once: int  # trials at once
-    active: dict[int, TrialRun] = field(default_factory=dict)  # by number; seeds submitted
-    waiting: list[TrialRun] = field(default_factory=list)  # the configuration of an active one
+    active: dict[int, SweepTrial] = field(default_factory=dict)  # by number; seeds submitted
+    waiting: list[SweepTrial] = field(default_factory=list)  # the configuration of an active one
     failures: list[str] = field(default_factory=list)  # errors that would recur in every trial
     failed_trials: int = 0
     submitted: int = 0  # seeds
@@ -201,10 +202,10 @@ class Driver:
     def _start(self, handle: optuna.Trial, resume_run_id: str | None = None) -> None:
         """Draw the trial's parameters (those drawn already stay) and start its seeds."""
         params = search.drawn(handle, self.base.sweep.space)
-        trial = TrialRun(handle, params, search.trial_config(self.base, params), resume_run_id)
+        trial = SweepTrial(handle, params, search.trial_config(self.base, params), resume_run_id)
         self._run(trial)
 
-    def _run(self, trial: TrialRun) -> None:
+    def _run(self, trial: SweepTrial) -> None:
         if any(other.config.hash() == trial.config.hash() for other in self.active.values()):
             self.waiting.append(trial)  # its seeds are the other trial's: reuse them after it
             return
@@ -226,9 +227,9 @@ class Driver:
             self.scheduler.submit(task)
             self.submitted += 1
 
-    def _record(self, result: TaskResult) -> None:
+    def _record(self, result: SeedResult) -> None:
         """A seed is back. One pruned or failed ends its trial in Optuna at once: its other seeds
-        read that from the storage and stop; those not started are not run."""
+        read that from Optuna's storage and stop; those not started are not run."""
         assert result.key.trial is not None  # a sweep's keys name their trial
         trial = self.active[result.key.trial]
         trial.results[result.key.seed] = result
@@ -247,11 +248,11 @@ class Driver:
                     self.failures.append(f"{result.key}: {result.error}")
             seeds = [TaskKey(seed, trial.number) for seed in range(self.base.sweep.seeds_per_trial)]
             for key in self.scheduler.cancel_waiting(seeds):
-                trial.results[key.seed] = TaskResult(key, Status.STOPPED)
+                trial.results[key.seed] = SeedResult(key, Status.STOPPED)
         if len(trial.results) == self.base.sweep.seeds_per_trial:
             self._close(trial)
 
-    def _close(self, trial: TrialRun) -> None:
+    def _close(self, trial: SweepTrial) -> None:
         """All seeds are back: end the trial in Optuna (once) and in MLflow; start what comes
         next (a trial of the same configuration that waited for it, or a new one)."""
         del self.active[trial.number]

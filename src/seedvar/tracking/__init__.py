@@ -52,7 +52,8 @@ DATA_CONTEXT = {"train": "training", "validation": "validation"}  # the rest: ev
 
 @dataclass(frozen=True)
 class Store:
-    """A client of the configured store and the id of the study's experiment in it."""
+    """The configured tracking store, opened: a client of it and the id of the study's
+    experiment in it."""
 
     client: RetryingClient
     experiment_id: str
