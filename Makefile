@@ -51,7 +51,7 @@ test: system $(STAMP)  ## lint, format and type checks, docs build (if mkdocs.ym
 docs: $(STAMP)  ## write docs/configuration.md's settings table from defaults.yaml
 	python docs/hooks/config_reference.py
 
-LOCK_FLAGS = pyproject.toml --extra dev --extra offline --extra ray --extra docs \
+LOCK_FLAGS = pyproject.toml --extra dev --extra offline --extra ray --extra docs --extra bench \
 	--constraint requirements/torch.txt --generate-hashes --python-version 3.11 \
 	--python-platform x86_64-manylinux_2_28 --custom-compile-command 'make lock'
 

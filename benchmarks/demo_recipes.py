@@ -11,6 +11,7 @@ the comparison can be measured over several sessions.
 
 Usage:  python benchmarks/demo_recipes.py 3000x1 6000x1 3000x2 [--work /tmp/demo-recipes]
         python benchmarks/demo_recipes.py --markdown   (the table docs/results/demo shows)
+        python benchmarks/demo_recipes.py --smoke DIR  (32x1, tiny, its table into DIR)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import smoke
 
 from seedvar.config import load_config
 from seedvar.training.device import cpu_description
@@ -32,19 +34,21 @@ TABLE = REPO / "docs" / "results" / "demo" / "recipes.csv"
 HEADLINE = load_config(None, profile="demo").diagnostics["hans"].headline
 
 
-def overrides(pairs: int, epochs: int) -> list[str]:
-    settings = [f"data.max_train_examples={pairs}", f"train.epochs={epochs}"]
+def overrides(pairs: int, epochs: int, more: list[str]) -> list[str]:
+    """`--set` arguments: the settings `more`, then the candidate's own."""
+    settings = [*more, f"data.max_train_examples={pairs}", f"train.epochs={epochs}"]
     return [arg for setting in [*settings, "train.precision=32-true"] for arg in ("--set", setting)]
 
 
-def run_candidate(name: str, work: Path) -> dict[str, object]:
-    """Train and aggregate one candidate in `work`/`name`; its row of the comparison."""
+def run_candidate(name: str, work: Path, more: list[str]) -> dict[str, object]:
+    """Train and aggregate one candidate in `work`/`name` (with the settings `more` under the
+    candidate's own); its row of the comparison."""
     pairs, epochs = map(int, name.split("x"))
     folder = work / name
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "data").exists():
         (folder / "data").symlink_to(REPO / "data")
-    settings = ["--profile", "demo", *overrides(pairs, epochs)]
+    settings = ["--profile", "demo", *overrides(pairs, epochs, more)]
     started = time.monotonic()
     subprocess.run(["seedvar", "launch", *settings], cwd=folder, check=True)
     minutes = (time.monotonic() - started) / 60
@@ -112,18 +116,25 @@ def main() -> None:
     parser.add_argument("candidates", nargs="*", help="PAIRSxEPOCHS, e.g. 6000x1")
     parser.add_argument("--markdown", action="store_true", help="print the table and stop")
     parser.add_argument("--work", type=Path, default=Path("/tmp/demo-recipes"))
+    smoke.add_option(parser)
     args = parser.parse_args()
+    table, work, candidates, more = TABLE, args.work, args.candidates, []
+    if args.smoke:
+        table, work, candidates = args.smoke / TABLE.name, args.smoke / "work", ["32x1"]
+        more = smoke.SETTINGS
     if args.markdown:
-        print(markdown(pd.read_csv(TABLE)))
+        print(markdown(pd.read_csv(table)))
         return
-    rows = pd.read_csv(TABLE).to_dict("records") if TABLE.is_file() else []
-    for name in args.candidates:
+    rows = pd.read_csv(table).to_dict("records") if table.is_file() else []
+    for name in candidates:
         if name in {row["recipe"] for row in rows}:
             print(f"{name}: measured before, skipped")
             continue
-        rows.append(run_candidate(name, args.work))
-        pd.DataFrame(rows).to_csv(TABLE, index=False)  # after each: nothing measured is lost
+        rows.append(run_candidate(name, work, more))
+        pd.DataFrame(rows).to_csv(table, index=False)  # after each: nothing measured is lost
         print(pd.Series(rows[-1]).to_string())
+    if args.smoke:
+        print(markdown(pd.DataFrame(rows)))
 
 
 if __name__ == "__main__":

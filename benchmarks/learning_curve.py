@@ -10,6 +10,7 @@ the 15-minute budget of one cpu-profile seed.
 
 Usage:  python benchmarks/learning_curve.py 6000x1 6000x2 17000x1@bf16-mixed ...
         python benchmarks/learning_curve.py --plot
+        python benchmarks/learning_curve.py --smoke DIR   (the point 32x1, tiny, into DIR)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+import smoke  # noqa: E402
 from mlflow import MlflowClient  # noqa: E402
 
 from seedvar.config import load_config  # noqa: E402
@@ -49,7 +51,7 @@ def hans_non_entailed(metrics: dict[str, float]) -> float:
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "docs" / "results" / "learning-curve"
-POINTS = RESULTS / "points.csv"
+POINTS = "points.csv"  # in the results folder
 BUDGET_SECONDS = 15 * 60  # one cpu-profile seed, training and evaluation
 KEY = ["train_pairs", "epochs", "precision"]
 
@@ -61,12 +63,16 @@ def parse_point(text: str) -> tuple[int, int, str]:
     return int(pairs), int(epochs), precision or "32-true"
 
 
-def measure(pairs: int, epochs: int, precision: str, workdir: Path) -> dict[str, object]:
-    """Train and evaluate seed 0 of the cpu profile at this size; its row of points.csv."""
+def measure(
+    pairs: int, epochs: int, precision: str, workdir: Path, more: list[str]
+) -> dict[str, object]:
+    """Train and evaluate seed 0 of the cpu profile (with the settings `more`) at this size;
+    its row of points.csv."""
     name = f"{pairs}x{epochs}@{precision}"
     config = load_config(
         None,
         [
+            *more,
             f"data.max_train_examples={pairs}",
             f"train.epochs={epochs}",
             f"train.precision={precision}",
@@ -76,7 +82,8 @@ def measure(pairs: int, epochs: int, precision: str, workdir: Path) -> dict[str,
         ],
         profile="cpu",
     )
-    result = run_seed(config, reuse=True)  # a seed measured before this row was written: kept
+    result = run_seed(config, "reuse")  # a seed measured before this row was written: kept
+    assert result.run_id is not None and result.metrics is not None  # a finished seed's
     timings = MlflowClient(config.tracking.uri).get_run(result.run_id).data.metrics
     train_s, evaluate_s = timings[TRAIN_SECONDS], timings[EVALUATE_SECONDS]
     metrics = result.metrics
@@ -100,12 +107,15 @@ def measure(pairs: int, epochs: int, precision: str, workdir: Path) -> dict[str,
     }
 
 
-def measured_points() -> pd.DataFrame:
-    return pd.read_csv(POINTS) if POINTS.exists() else pd.DataFrame(columns=KEY)
+def measured_points(results: Path) -> pd.DataFrame:
+    """The points measured into `results`/points.csv."""
+    points = results / POINTS
+    return pd.read_csv(points) if points.exists() else pd.DataFrame(columns=KEY)
 
 
-def plot(points: pd.DataFrame) -> Path:
-    """MNLI-m and HANS non-entailed accuracy against seconds per seed, one marker per point."""
+def plot(points: pd.DataFrame, results: Path) -> Path:
+    """MNLI-m and HANS non-entailed accuracy against seconds per seed, one marker per point;
+    written to `results`/learning-curve.png."""
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
     for axis, column in zip(axes, (MNLI_MATCHED, HANS_NON_ENTAILED), strict=True):
         for precision, group in points.groupby("precision"):
@@ -126,7 +136,7 @@ def plot(points: pd.DataFrame) -> Path:
     axes[0].axhline(100 / 3, color="lightgray", linestyle=":", label="chance")
     axes[0].legend(fontsize=8)
     figure.suptitle("Offline MiniLM, seed 0: training pairs x epochs (labels), one seed each")
-    out = RESULTS / "learning-curve.png"
+    out = results / "learning-curve.png"
     figure.savefig(out, dpi=120)
     return out
 
@@ -136,21 +146,25 @@ def main() -> None:
     parser.add_argument("points", nargs="*", help="PAIRSxEPOCHS[@PRECISION], e.g. 17000x1")
     parser.add_argument("--workdir", type=Path, default=REPO / ".cache" / "learning-curve")
     parser.add_argument("--plot", action="store_true", help="only redraw the plot")
+    smoke.add_option(parser)
     args = parser.parse_args()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    for text in [] if args.plot else args.points:
+    results, workdir, texts, more = RESULTS, args.workdir, args.points, []
+    if args.smoke:
+        results, workdir, texts, more = args.smoke, args.smoke / "work", ["32x1"], smoke.SETTINGS
+    results.mkdir(parents=True, exist_ok=True)
+    for text in [] if args.plot else texts:
         point = parse_point(text)
-        done = measured_points()
+        done = measured_points(results)
         if ((done[KEY] == pd.Series(point, index=KEY)).all(axis=1)).any():
             print(f"{text}: measured before, skipped")
             continue
-        row = measure(*point, args.workdir)
-        pd.concat([done, pd.DataFrame([row])]).to_csv(POINTS, index=False)
+        row = measure(*point, workdir, more)
+        pd.concat([done, pd.DataFrame([row])]).to_csv(results / POINTS, index=False)
         print(f"{text}: {row}", flush=True)
-    points = measured_points()
+    points = measured_points(results)
     if len(points):
         print(points.to_string(index=False))
-        print(f"plot: {plot(points)}")
+        print(f"plot: {plot(points, results)}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ projects for the paper's study.
 
 Usage:  python benchmarks/seeds_at_once.py [--rounds 2]
         python benchmarks/seeds_at_once.py --project-only   # the projection again (new GPU results)
+        python benchmarks/seeds_at_once.py --smoke DIR      # 2 seeds of the smoke profile, once
 Writes: benchmarks/results/seeds-at-once.json
 """
 
@@ -37,6 +38,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import smoke
 import yaml
 
 from seedvar.training.device import cpu_description
@@ -52,19 +54,22 @@ GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64, 100)
 AT_ONCE, ALONE, ALONE_ONE_THREAD = "at once", "one after another", "one after another, 1 thread"
 
 
-def clone(work: Path, name: str, seeds: int, cpus_per_seed: int) -> Path:
-    """A fresh clone of this repository, its study reduced, with `cpus_per_seed`."""
+def clone(
+    work: Path, name: str, seeds: int, cpus_per_seed: int, profile: str, data: dict[str, int]
+) -> Path:
+    """A fresh clone of this repository, its study `profile` with the `data` limits, with
+    `cpus_per_seed`."""
     project = work / name.replace(" ", "-").replace(",", "")
     subprocess.run(["git", "clone", "-q", str(REPO), str(project)], check=True)
     params = yaml.safe_load((project / "params.yaml").read_text())
-    params.update(profile="cpu", seeds=list(range(seeds)))
-    params["data"].update(REDUCED)
+    params.update(profile=profile, seeds=list(range(seeds)))
+    params["data"].update(data)
     params["ray"]["cpus_per_seed"] = cpus_per_seed
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return project
 
 
-def repro(project: Path, threads: int | None = None) -> dict[str, object]:
+def repro(project: Path, threads: int | None = None) -> dict[str, float]:
     """`dvc repro` in `project` (prepared first, not timed): the train stage's seconds and the
     whole command's."""
     env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
@@ -110,19 +115,20 @@ def compare_predictions(a: Path, b: Path, seeds: int) -> dict[str, object]:
     return {"identical": same, "same_label_share": share, "largest_logit_difference": largest}
 
 
-def measure(seeds: int, rounds: int) -> dict[str, object]:
-    """The two timed ways, alternating, then one after another at 1 thread once."""
-    timings: dict[str, list[dict[str, object]]] = {AT_ONCE: [], ALONE: []}
+def measure(seeds: int, rounds: int, profile: str, data: dict[str, int]) -> dict[str, object]:
+    """The two timed ways, alternating, then one after another at 1 thread once (each a study
+    of `profile` with the `data` limits)."""
+    timings: dict[str, list[dict[str, float]]] = {AT_ONCE: [], ALONE: []}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for round_ in range(rounds):
             for way, cpus in ((AT_ONCE, 1), (ALONE, 2)):
-                project = clone(work, f"{way} {round_}", seeds, cpus)
+                project = clone(work, f"{way} {round_}", seeds, cpus, profile, data)
                 timings[way].append(repro(project))
                 print(way, timings[way][-1], flush=True)
                 if round_ < rounds - 1:
                     shutil.rmtree(project)
-        one_thread = clone(work, ALONE_ONE_THREAD, seeds, 2)
+        one_thread = clone(work, ALONE_ONE_THREAD, seeds, 2, profile, data)
         single = repro(one_thread, threads=1)
         last = rounds - 1
         at_once, alone = work / f"at-once-{last}", work / f"one-after-another-{last}"
@@ -133,14 +139,14 @@ def measure(seeds: int, rounds: int) -> dict[str, object]:
             "at once vs one after another, 2 threads": compare_predictions(at_once, alone, seeds),
         }
     median = {
-        way: statistics.median(float(run["seed_stages_s"]) for run in runs)
+        way: statistics.median(run["seed_stages_s"] for run in runs)
         for way, runs in timings.items()
     }
     return {
         "runs": {**timings, ALONE_ONE_THREAD: [single]},
         "median_seed_stages_s": median,
         "speedup": median[ALONE] / median[AT_ONCE],
-        "speedup_vs_one_thread": float(single["seed_stages_s"]) / median[AT_ONCE],
+        "speedup_vs_one_thread": single["seed_stages_s"] / median[AT_ONCE],
         "predictions": predictions,
     }
 
@@ -205,15 +211,19 @@ def main() -> None:
         default=None,
         help="one paper seed on one GPU, hours (default: benchmarks/results/gpu.json)",
     )
+    smoke.add_option(parser)
     args = parser.parse_args()
     out = REPO / "benchmarks" / "results" / "seeds-at-once.json"
+    seeds, rounds, profile, data = args.seeds, args.rounds, "cpu", REDUCED
+    if args.smoke:
+        out, seeds, rounds, profile, data = args.smoke / out.name, 2, 1, "smoke", smoke.DATA
     if args.project_only:
         if not out.is_file():
             raise SystemExit(f"no {out.name} yet: run python benchmarks/seeds_at_once.py first")
-        results = json.loads(out.read_text())
-        results["projection"] = project(results, args.seed_hours)
-        out.write_text(json.dumps(results, indent=2) + "\n")
-        print(json.dumps(results["projection"], indent=2))
+        measured = json.loads(out.read_text())
+        measured["projection"] = project(measured, args.seed_hours)
+        out.write_text(json.dumps(measured, indent=2) + "\n")
+        print(json.dumps(measured["projection"], indent=2))
         return
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
@@ -223,10 +233,10 @@ def main() -> None:
         "cpu": cpu_description(),
         "commit": commit.stdout.strip(),
         "load_average_before": os.getloadavg(),
-        "seeds": args.seeds,
-        "recipe": {"profile": "cpu", **REDUCED},
+        "seeds": seeds,
+        "recipe": {"profile": profile, **data},
     }
-    results.update(measure(args.seeds, args.rounds))
+    results.update(measure(seeds, rounds, profile, data))
     results["load_average_after"] = os.getloadavg()
     results["projection"] = project(results, args.seed_hours)
     print(json.dumps(results, indent=2))

@@ -17,6 +17,7 @@ fewer steps and predicts fewer pairs (`--slow-bf16-steps`, `--slow-bf16-eval-exa
 Usage:  pip install -e '.[bench]' && python benchmarks/throughput.py [--rounds 2]
         [--eval-model runs/seed-0/model]  (a trained seed: agreement on a model trained for
         40 steps says little, its logits are too close to each other)
+        python benchmarks/throughput.py --smoke DIR  (the tiny model, 2 steps, once, into DIR)
 Writes: benchmarks/results/throughput-gpu.json, or on a CPU throughput-cpu-<capability>.json
         (avx2, avx512-bf16, ...: results of CPUs with and without native bf16 side by side)
 """
@@ -36,11 +37,13 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import datasets
 import lightning as L
 import numpy as np
 import pandas as pd
+import smoke
 import torch
 from peak import matmul_peak, model_flops_per_s
 from transformers import (
@@ -55,7 +58,7 @@ from transformers import (
 from seedvar.config import Config, load_config
 from seedvar.data.sets import load_task_set
 from seedvar.data.tokenized import tokenize_cached
-from seedvar.pretrained import OFFLINE_MINILM, load_model, load_tokenizer
+from seedvar.pretrained import load_model, load_tokenizer
 from seedvar.training.device import cpu_description, native_cpu_bf16
 from seedvar.training.fit import fine_tune
 from seedvar.training.predict import predict_logits
@@ -66,6 +69,18 @@ PAPER = load_config(None, profile="cpu")  # the paper's task, its sets read offl
 TASK = PAPER.task
 MAX_LENGTH, BATCH = 128, 32
 DTYPE = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16}
+# the cpu profile's seeds whose memory is measured: one `seedvar train`, and a worker's 5
+ONE_SEED = [
+    "data.max_train_examples=320",
+    "data.max_eval_examples=500",
+    "data.max_val_examples=100",
+]
+WORKER_SEEDS = [
+    "data.max_train_examples=320",
+    "data.max_eval_examples=300",
+    "data.max_val_examples=100",
+]
+T = TypeVar("T")
 
 
 class LightningClock(L.Callback):
@@ -92,9 +107,11 @@ def real_tokens(dataset: datasets.Dataset) -> int:
     return int(sum(len(ids) for ids in dataset["input_ids"]))
 
 
-def seedvar_config(steps: int, precision: str) -> Config:
-    """The cpu profile's recipe (length-grouped batches) for `steps` steps at `precision`."""
+def seedvar_config(steps: int, precision: str, more: list[str]) -> Config:
+    """The cpu profile's recipe (length-grouped batches), with the settings `more`, for `steps`
+    steps at `precision`."""
     overrides = [
+        *more,
         f"train.max_steps={steps}",
         f"train.batch_size={BATCH}",
         f"model.max_length={MAX_LENGTH}",
@@ -103,7 +120,9 @@ def seedvar_config(steps: int, precision: str) -> Config:
     return load_config(None, overrides, profile="cpu")
 
 
-def seedvar_train(train: datasets.Dataset, pad_id: int, config: Config) -> tuple[float, object]:
+def seedvar_train(
+    train: datasets.Dataset, pad_id: int, config: Config
+) -> tuple[float, PreTrainedModel]:
     """Seconds for the configured steps through seedvar's own `fine_tune`; and the model."""
     clock = LightningClock()
     tokenized = {"train": train, "validation": train.select(range(BATCH))}
@@ -113,14 +132,16 @@ def seedvar_train(train: datasets.Dataset, pad_id: int, config: Config) -> tuple
 
 def peer_arguments(config: Config, workdir: str, careful: bool) -> TrainingArguments:
     """The Trainer's settings for seedvar's recipe; `careful`: length grouping, fused AdamW."""
+    steps = config.train.max_steps
+    assert steps is not None  # seedvar_config sets it
     return TrainingArguments(
         output_dir=workdir,
         per_device_train_batch_size=BATCH,
         per_device_eval_batch_size=config.train.eval_batch_size if careful else BATCH,
-        max_steps=config.train.max_steps,
+        max_steps=steps,
         learning_rate=config.train.learning_rate,
         weight_decay=config.train.weight_decay,
-        warmup_steps=int(config.train.warmup_ratio * config.train.max_steps),
+        warmup_steps=int(config.train.warmup_ratio * steps),
         max_grad_norm=config.train.gradient_clip,
         train_sampling_strategy="group_by_length" if careful else "random",
         optim="adamw_torch_fused" if careful else "adamw_torch",
@@ -141,7 +162,7 @@ def peer_train(
     """Seconds for the same steps with the Hugging Face Trainer; and the Trainer."""
     clock = TrainerClock()
     trainer = Trainer(
-        model=load_model(OFFLINE_MINILM, 0, TASK.labels),
+        model=load_model(config.model.name, 0, TASK.labels),
         args=peer_arguments(config, workdir, careful),
         train_dataset=train,
         data_collator=collator,
@@ -151,7 +172,7 @@ def peer_train(
     return clock.seconds, trainer
 
 
-def timed(predict: Callable[..., object], *args: object, **kwargs: object) -> tuple[float, object]:
+def timed(predict: Callable[..., T], *args: object, **kwargs: object) -> tuple[float, T]:
     """Seconds `predict(*args, **kwargs)` takes, and what it returns."""
     started = time.perf_counter()
     result = predict(*args, **kwargs)
@@ -178,22 +199,10 @@ def last_line_of_python(workdir: Path, *arguments: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def peak_memory_of_one_seed(workdir: Path) -> float:
-    """Peak resident memory (MiB) of `seedvar train --profile cpu` on a short run."""
-    command = [
-        sys.executable,
-        "-m",
-        "seedvar.cli",
-        "train",
-        "--profile",
-        "cpu",
-        "--set",
-        "data.max_train_examples=320",
-        "--set",
-        "data.max_eval_examples=500",
-        "--set",
-        "data.max_val_examples=100",
-    ]
+def peak_memory_of_one_seed(workdir: Path, settings: list[str]) -> float:
+    """Peak resident memory (MiB) of `seedvar train --profile cpu` with `settings`."""
+    command = [sys.executable, "-m", "seedvar.cli", "train", "--profile", "cpu"]
+    command += [arg for setting in settings for arg in ("--set", setting)]
     script = (
         "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
@@ -202,35 +211,38 @@ def peak_memory_of_one_seed(workdir: Path) -> float:
 
 
 GROWTH_SCRIPT = """
-import gc, json
+import gc, json, sys
 from seedvar.config import load_config
 from seedvar.seeds.seed import run_seed
 def rss_mib():
     line = next(l for l in open("/proc/self/status") if l.startswith("VmRSS"))
     return int(line.split()[1]) / 1024
 after = []
-for seed in range(5):
-    run_seed(load_config(None, [f"train.seed={seed}", "data.max_train_examples=320",
-             "data.max_eval_examples=300", "data.max_val_examples=100"], profile="cpu"))
+for seed in range(int(sys.argv[1])):
+    run_seed(load_config(None, [*sys.argv[2:], f"train.seed={seed}"], profile="cpu"))
     gc.collect()
     after.append(rss_mib())
 print(json.dumps(after))
 """
 
 
-def memory_over_seeds_in(workdir: Path) -> list[float]:
-    """Resident memory (MiB) of one process after each of 5 seeds, as a worker runs them."""
-    return json.loads(last_line_of_python(workdir, "-c", GROWTH_SCRIPT))
+def memory_over_seeds_in(workdir: Path, seeds: int, settings: list[str]) -> list[float]:
+    """Resident memory (MiB) of one process after each of `seeds` seeds of the cpu profile
+    with `settings`, as a worker runs them."""
+    return json.loads(last_line_of_python(workdir, "-c", GROWTH_SCRIPT, str(seeds), *settings))
 
 
-def tokenization(tokenizer, cache: Path) -> dict[str, float]:  # noqa: ANN001
-    """The study's three MNLI files tokenized once, then loaded from the cache."""
+def tokenization(tokenizer, cache: Path, limit: int | None) -> dict[str, float]:  # noqa: ANN001
+    """The study's three MNLI files (their first `limit` pairs) tokenized once, then loaded
+    from the cache."""
     files = {
         "train": "train_sample",
         "validation_matched": "validation_matched",
         "validation_mismatched": "validation_mismatched",
     }
-    frames = [load_task_set(PAPER, str(MNLI / f"{file}.parquet")) for file in files.values()]
+    frames = [
+        load_task_set(PAPER, str(MNLI / f"{file}.parquet"))[:limit] for file in files.values()
+    ]
     timings = []
     for _ in range(2):
         started = time.perf_counter()
@@ -247,7 +259,7 @@ def tokenization(tokenizer, cache: Path) -> dict[str, float]:  # noqa: ANN001
 
 def median_throughput(
     seconds: dict[str, list[float]], data: dict[str, datasets.Dataset]
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     """Median seconds of each variant over the rounds, as examples/s and real tokens/s of the
     data of its precision (the part after "@" in its name)."""
     out = {}
@@ -273,7 +285,7 @@ def result_file(gpu: bool) -> Path:
 
 
 def with_peak_fraction(
-    results: dict[str, dict[str, float]], model: PreTrainedModel, phase: str, peaks: dict
+    results: dict[str, dict[str, Any]], model: PreTrainedModel, phase: str, peaks: dict
 ) -> None:
     """Add achieved model FLOP/s and its fraction of the measured peak at the same precision."""
     for name, numbers in results.items():
@@ -291,9 +303,13 @@ def main() -> None:
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--slow-bf16-steps", type=int, default=4)
     parser.add_argument("--slow-bf16-eval-examples", type=int, default=256)
+    smoke.add_option(parser)
     args = parser.parse_args()
-    tokenizer = load_tokenizer(OFFLINE_MINILM)
-    pad_id = tokenizer.pad_token_id
+    more: list[str] = []  # settings over the cpu profile's
+    if args.smoke:  # the tiny model: 2 steps (1 at a slow bf16), 32 pairs predicted, once
+        args.steps, args.rounds, args.eval_examples = 2, 1, 32
+        args.slow_bf16_steps, args.slow_bf16_eval_examples = 1, 16
+        more = smoke.SETTINGS
     frame = load_task_set(PAPER, str(MNLI / "train_sample.parquet")).sample(
         n=args.steps * BATCH, random_state=0
     )
@@ -308,8 +324,13 @@ def main() -> None:
         steps["bf16-mixed"] = args.slow_bf16_steps
         eval_examples["bf16-mixed"] = min(args.slow_bf16_eval_examples, len(evaluation))
     size = {p: 512 if slow_bf16 and p == "bf16-mixed" else 2048 for p in precisions}  # 20 s each
+    if args.smoke:
+        size = dict.fromkeys(precisions, 256)
     peaks = {p: matmul_peak(DTYPE[p], "cuda" if gpu else "cpu", size[p]) for p in precisions}
-    configs = {p: seedvar_config(steps[p], p) for p in precisions}
+    configs = {p: seedvar_config(steps[p], p, more) for p in precisions}
+    model_name = configs[precisions[0]].model.name
+    tokenizer = load_tokenizer(model_name)
+    pad_id = tokenizer.pad_token_id
     results: dict[str, object] = {
         "setup": {
             "machine": platform.machine(),
@@ -318,7 +339,7 @@ def main() -> None:
             "threads": torch.get_num_threads(),
             "gpu": torch.cuda.get_device_name(0) if gpu else None,
             "torch": torch.__version__,
-            "model": "all-MiniLM-L6-v2 (offline)",
+            "model": model_name,
             "batch": BATCH,
             "eval_batch": configs[precisions[0]].train.eval_batch_size,
             "max_length": MAX_LENGTH,
@@ -332,7 +353,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "cache"
-        results["tokenization"] = tokenization(tokenizer, cache)
+        results["tokenization"] = tokenization(tokenizer, cache, 64 if args.smoke else None)
 
         def pad_all(rows: dict) -> dict:
             return tokenizer(
@@ -381,6 +402,7 @@ def main() -> None:
                 model = model or ours  # every variant predicts with the same weights
                 for name, (peer, evaluated) in peers.items():
                     seconds, output = timed(peer_predictor(peer, model).predict, evaluated)
+                    assert isinstance(output.predictions, np.ndarray)  # the logits alone
                     logits[name] = output.predictions
                     eval_seconds[name].append(seconds)
                 autocast = DTYPE[precision] if precision != "32-true" else None
@@ -393,17 +415,21 @@ def main() -> None:
                     autocast=autocast,
                 )
                 eval_seconds[f"seedvar@{precision}"].append(seconds)
-        results["train"] = median_throughput(train_seconds, train_of)
-        results["eval"] = median_throughput(eval_seconds, eval_of)
-        with_peak_fraction(results["train"], model, "train", peaks)
-        with_peak_fraction(results["eval"], model, "predict", peaks)
+        assert model is not None  # trained in the first round if not given
+        throughput = {
+            "train": median_throughput(train_seconds, train_of),
+            "eval": median_throughput(eval_seconds, eval_of),
+        }
+        with_peak_fraction(throughput["train"], model, "train", peaks)
+        with_peak_fraction(throughput["eval"], model, "predict", peaks)
+        results.update(throughput)
         results["ratios_vs_careful_peer"] = {
             phase: {
-                precision: results[phase][f"peer_trainer_careful@{precision}"]["seconds"]
-                / results[phase][f"seedvar@{precision}"]["seconds"]
+                precision: rates[f"peer_trainer_careful@{precision}"]["seconds"]
+                / rates[f"seedvar@{precision}"]["seconds"]
                 for precision in precisions
             }
-            for phase in ("train", "eval")
+            for phase, rates in throughput.items()
         }
         reference = logits[f"peer_trainer_careful@{precisions[0]}"]
         results["eval_agreement_with_careful_peer_at_" + precisions[0]] = {
@@ -416,18 +442,22 @@ def main() -> None:
             for name, values in logits.items()
         }
         if not args.skip_memory:
-            after_each = memory_over_seeds_in(Path(tmp) / "growth")
+            seeds = 2 if args.smoke else 5
+            after_each = memory_over_seeds_in(Path(tmp) / "growth", seeds, [*WORKER_SEEDS, *more])
+            one_seed = peak_memory_of_one_seed(Path(tmp) / "one-seed", [*ONE_SEED, *more])
             results["memory"] = {
-                "peak_rss_one_seed_mib": peak_memory_of_one_seed(Path(tmp) / "one-seed"),
-                "worker_rss_after_each_of_5_seeds_mib": after_each,
-                "growth_after_5_vs_after_1": after_each[-1] / after_each[0] - 1,
+                "peak_rss_one_seed_mib": one_seed,
+                f"worker_rss_after_each_of_{seeds}_seeds_mib": after_each,
+                f"growth_after_{seeds}_vs_after_1": after_each[-1] / after_each[0] - 1,
             }
 
     out = result_file(gpu)
+    if args.smoke:
+        out = args.smoke / out.name
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
-    for phase in ("train", "eval"):
-        table = pd.DataFrame(results[phase]).T.drop(columns="seconds_each_round")
+    for rates in throughput.values():
+        table = pd.DataFrame(rates).T.drop(columns="seconds_each_round")
         print(table.astype(float).round(4).to_string())
     print(json.dumps({k: results[k] for k in results if k not in ("train", "eval")}, indent=2))
     print(f"written to {out}")

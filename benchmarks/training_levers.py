@@ -23,6 +23,9 @@
 Each way reports its median, so machine noise falls on both.
 
 Usage:  python benchmarks/training_levers.py [--repeats 30]
+        python benchmarks/training_levers.py --smoke DIR  (the tiny model, a few steps, into
+        DIR; compiled by the aot_eager backend: inductor's code generation alone takes a
+        minute on 2 cores)
 Writes: benchmarks/results/training-levers-cpu.json
 """
 
@@ -40,13 +43,14 @@ from pathlib import Path
 
 import datasets
 import lightning as L
+import smoke
 import torch
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from seedvar.config import Config, load_config
 from seedvar.data.sets import load_task_set
 from seedvar.data.tokenized import tokenize_cached
-from seedvar.pretrained import OFFLINE_MINILM, load_model, load_tokenizer
+from seedvar.pretrained import OFFLINE_MINILM, TINY_RANDOM, load_model, load_tokenizer
 from seedvar.training.datamodule import NLIDataModule
 from seedvar.training.device import cpu_description
 from seedvar.training.fit import fine_tune
@@ -65,9 +69,10 @@ def adamw(parameters: list[torch.nn.Parameter], names: list[str], fused: bool) -
     return torch.optim.AdamW(groups, lr=2e-5, fused=fused, foreach=None if fused else True)
 
 
-def optimizer_steps(repeats: int) -> dict[str, object]:
-    """Seconds of one AdamW step, fused and foreach, interleaved; and how far they part."""
-    model = load_model(OFFLINE_MINILM, 0, load_config(None).task.labels)
+def optimizer_steps(repeats: int, model_name: str) -> dict[str, object]:
+    """Seconds of one AdamW step on the model `model_name`, fused and foreach, interleaved; and
+    how far they part."""
+    model = fresh_model(model_name)
     names = [name for name, _ in model.named_parameters()]
     generator = torch.Generator().manual_seed(0)
     grads = [torch.randn(p.shape, generator=generator) * 1e-3 for p in model.parameters()]
@@ -99,26 +104,28 @@ def optimizer_steps(repeats: int) -> dict[str, object]:
     }
 
 
-def recipe(steps: int) -> Config:
-    """The cpu profile's recipe (fp32, length-grouped batches of 32) for `steps` steps."""
+def recipe(steps: int, model_name: str) -> Config:
+    """The cpu profile's recipe (fp32, length-grouped batches of 32) for `steps` steps of the
+    model `model_name`."""
     overrides = [f"train.max_steps={steps}", f"train.batch_size={BATCH}", "train.precision=32-true"]
-    return load_config(None, overrides, profile="cpu")
+    return load_config(None, [*overrides, f"model.name={model_name}"], profile="cpu")
 
 
-def real_pairs(examples: int, cache: Path) -> datasets.Dataset:
-    """`examples` MNLI training pairs, tokenized as a study tokenizes them."""
+def real_pairs(examples: int, cache: Path, model_name: str) -> datasets.Dataset:
+    """`examples` MNLI training pairs, tokenized as a study of `model_name` tokenizes them."""
     config = load_config(None, profile="cpu")
     frame = load_task_set(config, config.task.train).sample(n=examples, random_state=0)
-    tokenizer = load_tokenizer(OFFLINE_MINILM)
+    tokenizer = load_tokenizer(model_name)
     return tokenize_cached(frame, tokenizer, config.model.max_length, cache, config.task.text)
 
 
-def training_batches(pairs: datasets.Dataset) -> Iterable[dict[str, torch.Tensor]]:
-    """The batches a seed trains on: length-grouped, each padded to its longest pair."""
+def training_batches(pairs: datasets.Dataset, model_name: str) -> Iterable[dict[str, torch.Tensor]]:
+    """The batches a seed of `model_name` trains on: length-grouped, each padded to its
+    longest pair."""
     module = NLIDataModule(
         pairs,
         pairs,  # validation: not used here
-        load_tokenizer(OFFLINE_MINILM).pad_token_id,
+        load_tokenizer(model_name).pad_token_id,
         BATCH,
         BATCH,
         data_seed=0,
@@ -155,17 +162,22 @@ class Stepper:
         self.optimizer.zero_grad(set_to_none=True)
 
 
-def fresh_model() -> PreTrainedModel:
-    """The offline MiniLM as a seed starts from it (init seed 0)."""
-    return load_model(OFFLINE_MINILM, 0, load_config(None).task.labels)
+def fresh_model(model_name: str) -> PreTrainedModel:
+    """The model `model_name` as a seed starts from it (init seed 0)."""
+    return load_model(model_name, 0, load_config(None).task.labels)
 
 
-def compile_with_buckets(pairs: datasets.Dataset, repeats: int) -> dict[str, object]:
-    """Seconds of a training step, eager (padded to the longest) and compiled for static
-    shapes (padded up to a multiple of BUCKET), alternating; and the compile time."""
-    batches = [b for b in training_batches(pairs) if 32 < b["input_ids"].shape[1] <= 64][:6]
-    eager, compiled = Stepper(fresh_model(), 1000), Stepper(fresh_model(), 1000)
-    compiled.model.compile(dynamic=False)
+def compile_with_buckets(
+    pairs: datasets.Dataset, repeats: int, model_name: str, backend: str
+) -> dict[str, object]:
+    """Seconds of a training step of the model `model_name`, eager (padded to the longest) and
+    compiled by `backend` for static shapes (padded up to a multiple of BUCKET), alternating;
+    and the compile time."""
+    batches = [
+        b for b in training_batches(pairs, model_name) if 32 < b["input_ids"].shape[1] <= 64
+    ][:6]
+    eager, compiled = Stepper(fresh_model(model_name), 1000), Stepper(fresh_model(model_name), 1000)
+    compiled.model.compile(dynamic=False, backend=backend)
     bucketed = [padded_up(batch, BUCKET) for batch in batches]
     started = time.perf_counter()
     for shape in {b["input_ids"].shape[1]: b for b in bucketed}.values():
@@ -209,24 +221,24 @@ def step_gaps(ends: list[float]) -> list[float]:
     return [b - a for a, b in zip(ends[2:], ends[3:], strict=False)]
 
 
-def lightning_overhead(pairs: datasets.Dataset, rounds: int) -> dict[str, object]:
-    """Seconds a step takes in seedvar's Lightning fine-tune and in a plain loop over the same
-    batches, the two taking turns for `rounds` rounds."""
+def lightning_overhead(pairs: datasets.Dataset, rounds: int, model_name: str) -> dict[str, object]:
+    """Seconds a step of `model_name` takes in seedvar's Lightning fine-tune and in a plain loop
+    over the same batches, the two taking turns for `rounds` rounds."""
     steps = len(pairs) // BATCH
-    pad_id = load_tokenizer(OFFLINE_MINILM).pad_token_id
+    pad_id = load_tokenizer(model_name).pad_token_id
     gaps: dict[str, list[float]] = {"lightning": [], "plain_loop": []}
     for _ in range(rounds):
         clock = StepClock()
         fine_tune(
-            recipe(steps),
+            recipe(steps, model_name),
             {"train": pairs, "validation": pairs.select(range(BATCH))},
             pad_id,
             callbacks=[clock],
         )
         gaps["lightning"] += step_gaps(clock.ends)
         L.seed_everything(0, verbose=False)
-        step, ends = Stepper(fresh_model(), steps), []
-        for batch in training_batches(pairs):
+        step, ends = Stepper(fresh_model(model_name), steps), []
+        for batch in training_batches(pairs, model_name):
             step(batch)
             ends.append(time.perf_counter())
         gaps["plain_loop"] += step_gaps(ends)
@@ -245,23 +257,30 @@ def main() -> None:
     parser.add_argument("--compile-repeats", type=int, default=3)
     parser.add_argument("--lightning-steps", type=int, default=24)
     parser.add_argument("--lightning-rounds", type=int, default=2)
+    smoke.add_option(parser)
     args = parser.parse_args()
+    model_name, backend = OFFLINE_MINILM, "inductor"
+    out = REPO / "benchmarks" / "results" / "training-levers-cpu.json"
+    if args.smoke:
+        args.repeats, args.compile_repeats, args.lightning_steps, args.lightning_rounds = 2, 1, 4, 1
+        model_name, backend, out = TINY_RANDOM, "aot_eager", args.smoke / out.name
     with tempfile.TemporaryDirectory() as cache:
-        pairs = real_pairs(max(args.lightning_steps, 40) * BATCH, Path(cache))
+        pairs = real_pairs(max(args.lightning_steps, 40) * BATCH, Path(cache), model_name)
         results = {
             "cpu": cpu_description(),
             "threads": torch.get_num_threads(),
             "torch": torch.__version__,
             "load_average_before": os.getloadavg(),
-            "adamw_step": optimizer_steps(args.repeats),
-            "compile_with_bucketed_lengths": compile_with_buckets(pairs, args.compile_repeats),
+            "adamw_step": optimizer_steps(args.repeats, model_name),
+            "compile_with_bucketed_lengths": compile_with_buckets(
+                pairs, args.compile_repeats, model_name, backend
+            ),
             "lightning_overhead": lightning_overhead(
-                pairs.select(range(args.lightning_steps * BATCH)), args.lightning_rounds
+                pairs.select(range(args.lightning_steps * BATCH)), args.lightning_rounds, model_name
             ),
             "load_average_after": os.getloadavg(),
         }
     print(json.dumps(results, indent=2))
-    out = REPO / "benchmarks" / "results" / "training-levers-cpu.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
 
 

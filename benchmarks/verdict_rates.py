@@ -1,6 +1,7 @@
 """The verdict's error rates on simulated studies whose truth is known, written into
 docs/verdict.md (between its `rates` and `bounds` markers):
-`python benchmarks/verdict_rates.py [STUDIES]`.
+`python benchmarks/verdict_rates.py [STUDIES]` (`--smoke DIR`: one study a kind, few samples,
+into a copy of docs/verdict.md in DIR).
 
 Each kind of study (seedvar.stats.simulate: signal detection on a shared test set) is
 simulated STUDIES times (default 200) through the same noise estimate (a paired bootstrap of
@@ -14,14 +15,16 @@ about 6 minutes on one core (329 s on an Intel Xeon).
 
 from __future__ import annotations
 
+import argparse
 import platform
 import re
-import sys
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import smoke
 
 from seedvar.stats.bounds import variance_bound
 from seedvar.stats.simulate import Truth, study
@@ -79,14 +82,14 @@ def _rate(count: int, studies: int) -> str:
     return f"{100 * rate:.1f} ± {100 * (rate * (1 - rate) / studies) ** 0.5:.1f}"
 
 
-def rates(studies: int) -> str:
+def rates(studies: int, resamples: int) -> str:
     """The table, one row per kind of study, in markdown: % of studies per deciding rule."""
     header = "| study | " + " | ".join(RULES) + " |"
     rows = [header, "|" + "---|" * (len(RULES) + 1)]
     for name, truth in KINDS.items():
         counts: Counter[str] = Counter()
         for index in range(studies):
-            table, noise, design = study(truth, index, RESAMPLES)
+            table, noise, design = study(truth, index, resamples)
             counts[verdict(table, noise, design).reason.rule] += 1
         missing = set(counts) - set(RULES)
         assert not missing, missing  # every deciding rule has its column
@@ -96,18 +99,18 @@ def rates(studies: int) -> str:
     return "\n".join(rows)
 
 
-def _draws(rng: np.random.Generator, kind: str, k: int) -> np.ndarray:
-    """BOUND_SAMPLES samples of k seeds with std 1."""
+def _draws(rng: np.random.Generator, kind: str, k: int, samples: int) -> np.ndarray:
+    """`samples` samples of k seeds with std 1."""
     if kind == "t3":
-        return rng.standard_t(3, (BOUND_SAMPLES, k)) / np.sqrt(3.0)
+        return rng.standard_t(3, (samples, k)) / np.sqrt(3.0)
     if kind == "lognormal":
-        return rng.lognormal(0.0, 1.0, (BOUND_SAMPLES, k)) / np.sqrt((np.e - 1) * np.e)
-    return rng.standard_normal((BOUND_SAMPLES, k))
+        return rng.lognormal(0.0, 1.0, (samples, k)) / np.sqrt((np.e - 1) * np.e)
+    return rng.standard_normal((samples, k))
 
 
-def bounds() -> str:
-    """% of samples (seed std exactly 1, no evaluation noise) whose one-sided lower bound is
-    above 1 (a false "passes" at the margin) and whose upper bound is below 1 (a false
+def bounds(samples: int) -> str:
+    """% of `samples` samples (seed std exactly 1, no evaluation noise) whose one-sided lower
+    bound is above 1 (a false "passes" at the margin) and whose upper bound is below 1 (a false
     "ruled out" at the null margin), nominal NOMINAL each; and the upper bound's rate at a
     true seed std 1.5 times the null margin."""
     rng = np.random.default_rng(0)
@@ -119,7 +122,7 @@ def bounds() -> str:
     for k in BOUND_SEEDS:
         cells = []
         for kind in kinds:
-            x = _draws(rng, kind, k)
+            x = _draws(rng, kind, k, samples)
             lower = np.mean(variance_bound(x, 1 - NOMINAL) > 1)
             upper = np.mean(variance_bound(x, NOMINAL) < 1)
             wider = np.mean(variance_bound(1.5 * x, NOMINAL) < 1)
@@ -138,24 +141,31 @@ def cpu_model() -> str:
 
 
 def main() -> None:
-    studies = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("studies", type=int, nargs="?", default=200, help="studies per kind")
+    smoke.add_option(parser)
+    args = parser.parse_args()
+    studies, resamples, samples, doc = args.studies, RESAMPLES, BOUND_SAMPLES, DOC
+    if args.smoke:
+        studies, resamples, samples, doc = 1, 20, 500, args.smoke / DOC.name
+        shutil.copy(DOC, doc)
     started = time.time()
-    levels = bounds()
+    levels = bounds(samples)
     bound_note = (
-        f"{BOUND_SAMPLES:,} samples per cell, nominal {100 * NOMINAL:g} % each; "
+        f"{samples:,} samples per cell, nominal {100 * NOMINAL:g} % each; "
         f"{time.time() - started:.0f} s."
     )
     print(bound_note, flush=True)
     started = time.time()
-    table = rates(studies)
+    table = rates(studies, resamples)
     note = (
         f"% of {studies:,} simulated studies per row (± one Monte-Carlo standard error; for "
         f"0 %, the 95 % upper bound), {Truth().examples:,} examples per label, "
-        f"{RESAMPLES} bootstrap resamples; `python benchmarks/verdict_rates.py {studies}`, "
+        f"{resamples} bootstrap resamples; `python benchmarks/verdict_rates.py {studies}`, "
         f"{time.time() - started:.0f} s on {cpu_model()} (Python "
         f"{platform.python_version()})."
     )
-    text = DOC.read_text()
+    text = doc.read_text()
     for marker, body in (("rates", f"{table}\n\n{note}"), ("bounds", f"{levels}\n\n{bound_note}")):
         block = f"<!-- {marker}:start -->\n{body}\n<!-- {marker}:end -->"
         pattern = rf"<!-- {marker}:start -->.*<!-- {marker}:end -->"
@@ -164,7 +174,7 @@ def main() -> None:
             text = text[: found.start()] + block + text[found.end() :]
         else:
             text += f"\n{block}\n"
-    DOC.write_text(text)
+    doc.write_text(text)
     print(note)
 
 

@@ -26,6 +26,7 @@ from tests.helpers import PAGE, QUICK, REPO  # noqa: E402
 # loadfile`), and starting these first lets the two finish together. Tests keep their order in
 # a module.
 LONGEST_FIRST = [  # seconds per module, 2026-12-05 (docs/tests.md)
+    "test_benchmarks.py",  # about 600 on 2 busy cores, 2026-12-07
     "test_verdict.py",  # 508
     "test_pipeline.py",  # 448
     "test_ray.py",  # 357
