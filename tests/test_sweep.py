@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 from seedvar import tracking
 from seedvar.cli import main
 from seedvar.config import load_config
-from seedvar.errors import ConfigError
+from seedvar.errors import ConfigError, DataError
 from seedvar.report.sweep import write_sweep_outputs
 from seedvar.scale import launch as launching
 from seedvar.seeds.seed import Every
@@ -113,6 +113,11 @@ def test_a_one_seed_search_prunes_on_validations_within_the_epoch(study_dir: Pat
     assert study.trials[0].user_attrs["seeds"] == [0]
     write_sweep_outputs(config, study, Path("results/search"))
     assert "configurations completed" in Path("results/search/report.md").read_text()
+    damaged = Path(first.user_attrs["output_dir"]) / "seed-0" / "metrics.json"
+    damaged.unlink()  # the view is hard links into the keep: a new file, not the kept one
+    damaged.write_text("{}")
+    with pytest.raises(DataError, match=f"^{damaged} is damaged"):  # the manifest's check
+        write_sweep_outputs(config, study, Path("results/search"))
 
 
 def test_multi_objective_mode_returns_a_pareto_front(study_dir: Path):

@@ -13,8 +13,9 @@ import pytest
 
 from seedvar.config import Config, load_config
 from seedvar.errors import DataError
+from seedvar.files import TEMPORARY, remove_temporaries, temporary, write_atomically
 from seedvar.seeds.finished import MANIFEST, manifest_of
-from seedvar.seeds.job import SeedJob
+from seedvar.seeds.job import AlreadyPublished, SeedJob
 from seedvar.seeds.trajectory import append_whole
 
 COLUMNS = ["step", "epoch", "column", "key", "accuracy"]
@@ -87,3 +88,55 @@ def test_a_kept_seed_damaged_in_place_is_trained_again(tmp_path: Path):
     assert job.finished_dir(config) == entry
     (entry / "metrics.json").write_text(json.dumps({"MNLI dev acc.": 0.9}))  # same size
     assert job.finished_dir(config) is None
+
+
+def test_an_atomic_write_cut_short_leaves_the_file_as_it_was_and_no_temporary(
+    tmp_path: Path, monkeypatch
+):
+    path = tmp_path / "metrics.json"
+    write_atomically(path, '{"a": 1}')
+    real = Path.write_text
+
+    def half_then_full(self: Path, text: str, *args, **kwargs) -> int:
+        real(self, text[: len(text) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", half_then_full)
+    with pytest.raises(OSError, match="No space left"):
+        write_atomically(path, '{"a": 2, "b": 3}')
+    monkeypatch.undo()
+    assert path.read_text() == '{"a": 1}' and [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_the_temporaries_a_killed_writer_left_are_removed_and_nothing_else(tmp_path: Path):
+    kept = [tmp_path / "metrics.json", tmp_path / "predictions" / "hans.parquet"]
+    for path in kept:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("whole")
+    left = [temporary(kept[0]), temporary(tmp_path / "predictions")]
+    left[0].write_text("half")
+    left[1].mkdir()
+    (left[1] / "hans.parquet").write_text("half")
+    remove_temporaries(tmp_path)
+    assert sorted(tmp_path.rglob("*")) == sorted([*kept, kept[1].parent])
+    assert not list(tmp_path.rglob(f"*{TEMPORARY}*"))
+
+
+def test_a_late_attempt_never_publishes_over_a_finished_seed(tmp_path: Path):
+    """An attempt that worked unseen beside another (it claimed an empty folder, as one on
+    another machine would): the other publishes first, this one is refused (AlreadyPublished)
+    and the first's seed stays."""
+    config = load_config(None, [f"output_dir={tmp_path / 'runs'}"], profile="smoke").with_seed(0)
+    first, second = SeedJob.of(config), SeedJob.of(config)
+    entry = None
+    for job, accuracy in ((first, 0.5), (second, 0.9)):
+        job.claim(config)
+        config.save(job.work_dir / "config.yaml")
+        (job.work_dir / "metrics.json").write_text(json.dumps({"MNLI dev acc.": accuracy}))
+        if entry is None:
+            entry = first.publish()
+            continue
+        with pytest.raises(AlreadyPublished, match="the published seed stays"):
+            job.publish()
+    assert json.loads((entry / "metrics.json").read_text()) == {"MNLI dev acc.": 0.5}
+    assert json.loads((first.folder / "metrics.json").read_text()) == {"MNLI dev acc.": 0.5}
