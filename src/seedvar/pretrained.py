@@ -18,7 +18,7 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from seedvar.errors import ModelError, first_line
-from seedvar.hub import OFFLINE_MINILM, TINY_RANDOM
+from seedvar.offline_models import OFFLINE_MINILM, TINY_RANDOM
 
 ATTENTION = "sdpa"  # PyTorch's fused scaled-dot-product attention (flash / memory-efficient)
 
