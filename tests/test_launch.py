@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from seedvar import cli
+from seedvar import cli, tracking
 from seedvar.config import load_config
 from seedvar.progress import Progress
 from seedvar.scale import launch as launching
@@ -23,7 +23,7 @@ from seedvar.scale.cluster import SeedResources
 from seedvar.scale.scheduler import Cause, InProcess, Scheduler, SeedTask
 from seedvar.seeds import seed as seed_module
 from seedvar.seeds.result import Status, TaskKey
-from tests.helpers import seed_runs
+from tests.helpers import QUICK, SMOKE, one_line_error, run_command, seed_runs, seedvar
 
 ONE_AT_A_TIME = f"ray.cpus_per_seed={len(os.sched_getaffinity(0))}"
 
@@ -148,3 +148,18 @@ def test_stalled_seeds_are_cancelled_one_at_a_time_though_their_threads_run(tmp_
         scheduler.cancel_all()
     finally:
         ray.shutdown()
+
+
+def test_eight_seeds_at_once_on_one_sqlite_file_are_refused_before_any_training(study_dir: Path):
+    """2 CPUs at a quarter CPU a seed: 8 seeds at once, a real local Ray's answer, one SQLite
+    store: one line naming PostgreSQL or an `mlflow server`, and nothing trained."""
+    eight = ["--set", "ray.cpus_per_seed=0.25", "--set", f"seeds={list(range(8))}"]
+    done = run_command(seedvar("launch", *SMOKE, *eight), timeout=QUICK, cwd=study_dir)
+    one_line_error(done, "8 seeds at once would write to the SQLite store")
+    assert "use PostgreSQL (--set tracking.uri=postgresql://" in done.stderr
+    assert not list(study_dir.glob("runs/seed-*"))
+    store = study_dir / "mlruns" / "mlflow.db"
+    assert not store.exists() or not seed_runs(study_dir)
+    tracking.check_writers(load_config(None, profile="smoke"), 7)  # fewer: served
+    postgres = load_config(None, ["tracking.uri=postgresql://u:p@db/mlflow"], profile="smoke")
+    tracking.check_writers(postgres, 32)  # a store for several writers

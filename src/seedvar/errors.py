@@ -32,7 +32,7 @@ class OutputExistsError(SeedvarError):
 
 
 class TrackingError(SeedvarError, stops_launch=True):
-    """The MLflow tracking store cannot be reached."""
+    """The MLflow tracking store cannot be reached, or cannot serve the seeds as configured."""
 
 
 class DiskError(SeedvarError, stops_launch=True):

@@ -117,6 +117,7 @@ def backend(
             resources = seed_resources(config, cluster)
             echo(f"{cluster.describe()}, {resources.describe()}")
             slots, one_gpu = cluster.slots(resources), cluster.one_gpu_per_node
+            tracking.check_writers(config, min(seeds, slots))
             scheduler = tasks.Scheduler(ray, config.ray, resources, echo, one_gpu, slots)
         end_orphaned(config)
         try:

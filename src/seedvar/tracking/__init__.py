@@ -97,6 +97,24 @@ def check_reachable(config: Config) -> None:
         ) from None
 
 
+SQLITE_WRITERS = 8  # seeds at once from which one SQLite file holds them up (docs/mlflow.md)
+
+
+def check_writers(config: Config, at_once: int) -> None:
+    """TrackingError, before any training, when `at_once` seeds would write to one SQLite
+    file: it takes one write at a time for the whole database."""
+    database = sqlite_file(tracking_uri(config.tracking))
+    if database is None or at_once < SQLITE_WRITERS:
+        return
+    raise TrackingError(
+        f"{at_once} seeds at once would write to the SQLite store {database}, which takes one "
+        f"write at a time; from {SQLITE_WRITERS} seeds at once use PostgreSQL (--set "
+        "tracking.uri=postgresql://USER:PASSWORD@HOST/mlflow, set up as docs/mlflow.md "
+        "says) or an `mlflow server` (--set tracking.uri=http://HOST:5000), or train fewer at "
+        "once (raise ray.cpus_per_seed or ray.gpus_per_seed)"
+    )
+
+
 def open_store(config: Config) -> Store:
     """The configured store, the study's experiment created if new (with a SQLite store's
     artifacts beside it), tagged as a model-training experiment with a description."""
