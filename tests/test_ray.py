@@ -25,7 +25,16 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.helpers import QUICK, STUDY, dvc_project, run_command, run_ok, seed_name, seed_runs
+from tests.helpers import (
+    QUICK,
+    STUDY,
+    dvc_project,
+    one_line_error,
+    run_command,
+    run_ok,
+    seed_name,
+    seed_runs,
+)
 
 pytestmark = pytest.mark.slow
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="pip install -e '.[ray]'")
@@ -358,6 +367,29 @@ def test_a_corrupt_data_file_fails_fast_with_its_error_and_no_retries(cluster, s
         assert failure["error_type"] == "DataError"
         assert "hans.jsonl: cannot be read as JSONL" in failure["error"]
     assert not Path("runs").exists() or not list(Path("runs").glob("seed-*"))
+
+
+def test_a_gpu_study_on_a_cluster_is_checked_on_its_nodes_not_on_the_driver(study_dir: Path):
+    """This driver has no CUDA. `prepare` on a cluster (ray.address) leaves the check to the
+    nodes that train; a node that offers a GPU to Ray but cannot run CUDA (this one: a CPU build
+    of torch) refuses the launch, in one line from its own Ray task, before any seed trains."""
+    head = {"num_cpus": 1, "num_gpus": 1, "include_dashboard": False}
+    gpu_cluster = ray_cluster_utils.Cluster(initialize_head=True, head_node_args=head)
+    try:
+        address = f"ray.address='{gpu_cluster.address}'"
+        settings = flags(address, "train.accelerator=gpu", "ray.gpus_per_seed=1", "seeds=[0]")
+        prepared = run_command(seedvar("prepare", "--profile", "smoke", *settings), timeout=STUDY)
+        assert prepared.returncode == 0, prepared.stderr  # the driver's CUDA is not asked
+        done = run_command(seedvar("launch", "--profile", "smoke", *settings), timeout=STUDY)
+        one_line_error(done, "trains on a GPU (train.accelerator: gpu) but CUDA is unusable")
+        assert "is a CPU build" in done.stderr  # the node's torch, as its task found it
+        assert not Path("runs").exists() or not list(Path("runs").glob("seed-*"))
+    finally:
+        gpu_cluster.shutdown()
+    local = run_command(
+        seedvar("prepare", "--profile", "smoke", *flags("train.accelerator=gpu")), timeout=QUICK
+    )
+    one_line_error(local, "CUDA is unusable here")  # a machine that trains: refused at once
 
 
 def test_a_sweep_runs_trials_at_once_and_survives_its_driver_being_killed(

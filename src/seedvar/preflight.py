@@ -15,13 +15,14 @@ from seedvar.hub import require_hub
 def preflight(config: Config, data: bool = True, model: bool = True, device: bool = True) -> None:
     """DataError for a data file that does not exist or whose header lacks a declared column;
     ModelError when the study needs the hub and it cannot be reached; DeviceError where the study
-    must train on a GPU and CUDA is unusable (only the data's, the model's or the device's
-    checks, if asked)."""
+    must train on a GPU and CUDA is unusable here, where a machine that trains runs it; on a
+    Ray cluster (ray.address) its nodes answer when the launch starts, not this driver (only
+    the data's, the model's or the device's checks, if asked)."""
     if data:
         require_files(config)
         check_headers(config)
     require_hub(config, data=data, model=model)
-    if device and config.train.accelerator == "gpu":
+    if device and config.train.accelerator == "gpu" and config.ray.address is None:
         from seedvar.training.device import require_gpu  # torch: only where a GPU is asked for
 
         require_gpu(config)

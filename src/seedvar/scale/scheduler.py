@@ -25,7 +25,7 @@ from seedvar.project import prepared_data
 from seedvar.scale.cluster import SeedResources
 from seedvar.seeds.job import PROGRESS, IfFinished, SeedJob, attempt_record
 from seedvar.seeds.result import SeedResult, Status, TaskKey
-from seedvar.training.device import on_this_machine
+from seedvar.training.device import checked_on_this_machine, on_this_machine
 
 if TYPE_CHECKING:  # the driver never trains: no Lightning there
     import lightning as L
@@ -244,9 +244,15 @@ class Scheduler(InProcess):
         self.ray.cancel(self.running.pop(key).ref, force=True)
 
     def resolved(self, config: Config) -> Config:
-        """Made concrete by a task where seeds run (the driver may have no GPU, another CPU)."""
+        """Checked and made concrete by a task where seeds run (the driver may have no GPU,
+        another CPU): a GPU study whose node cannot run CUDA stops with that node's one line."""
         probe = self.ray.remote(num_cpus=self.resources.cpus, num_gpus=self.resources.gpus)
-        return self.ray.get(probe(on_this_machine).remote(config))
+        try:
+            return self.ray.get(probe(checked_on_this_machine).remote(config))
+        except self.ray.exceptions.RayTaskError as error:
+            if isinstance(error.cause, SeedvarError):
+                raise error.cause from None
+            raise
 
     def wait(self, timeout: float) -> list[SeedResult]:
         """Results of the seeds that ended within `timeout` seconds (each seed's only one);

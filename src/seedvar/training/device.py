@@ -141,6 +141,14 @@ def on_this_machine(config: Config) -> Config:
     return config.model_copy(update={"train": config.train.model_copy(update=train)})
 
 
+def checked_on_this_machine(config: Config) -> Config:
+    """On a machine that trains seeds (a Ray task on a cluster's node): DeviceError unless it
+    can train as the study asks (a GPU study: CUDA, and kernels for its GPU), else
+    `on_this_machine`."""
+    require_gpu(config)
+    return on_this_machine(config)
+
+
 def evaluation_device(config: Config) -> torch.device:
     """The device evaluation runs on (Lightning hands the model back on the CPU)."""
     return torch.device("cuda") if use_gpu(config) else torch.device("cpu")
