@@ -27,6 +27,17 @@ def _rows(step: int) -> pd.DataFrame:
     )
 
 
+def fill_the_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Path.write_text from now on writes half its text, then finds the disk full."""
+    real = Path.write_text
+
+    def half_then_full(self: Path, text: str, *args, **kwargs) -> int:
+        real(self, text[: len(text) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", half_then_full)
+
+
 def test_a_torn_last_line_is_dropped_before_the_next_point(tmp_path: Path):
     path = tmp_path / "trajectory.csv"
     append_whole(path, _rows(0))
@@ -41,13 +52,7 @@ def test_a_full_disk_mid_write_leaves_the_old_file(tmp_path: Path, monkeypatch):
     path = tmp_path / "trajectory.csv"
     append_whole(path, _rows(0))
     before = path.read_text()
-    real = Path.write_text
-
-    def half_then_full(self: Path, text: str, *args, **kwargs) -> int:
-        real(self, text[: len(text) // 2])
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", half_then_full)
+    fill_the_disk(monkeypatch)
     with pytest.raises(OSError, match="No space left"):
         append_whole(path, _rows(200))
     monkeypatch.undo()
@@ -95,13 +100,7 @@ def test_an_atomic_write_cut_short_leaves_the_file_as_it_was_and_no_temporary(
 ):
     path = tmp_path / "metrics.json"
     write_atomically(path, '{"a": 1}')
-    real = Path.write_text
-
-    def half_then_full(self: Path, text: str, *args, **kwargs) -> int:
-        real(self, text[: len(text) // 2])
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", half_then_full)
+    fill_the_disk(monkeypatch)
     with pytest.raises(OSError, match="No space left"):
         write_atomically(path, '{"a": 2, "b": 3}')
     monkeypatch.undo()
