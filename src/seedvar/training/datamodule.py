@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import lightning as L
 import torch
@@ -80,6 +80,14 @@ class SeededBatches(Sampler[list[int]]):
         return [indices[i : i + self.batch_size] for i in range(0, len(indices), self.batch_size)]
 
 
+class SkippableBatches(Protocol):
+    """Batches of indices whose first `skip` batches are left out once (to resume mid-epoch)."""
+
+    skip: int
+
+    def __iter__(self) -> Iterator[list[int]]: ...
+
+
 class ResumableLoader(DataLoader):
     """A DataLoader that Lightning can resume mid-epoch (its `state_dict` interface): the state
     is how many batches of the epoch training has finished; restoring it skips them once."""
@@ -88,7 +96,7 @@ class ResumableLoader(DataLoader):
         self,
         dataset: datasets.Dataset,
         *,
-        batch_sampler: SeededBatches,
+        batch_sampler: SkippableBatches,
         batches_done: Callable[[], int],
         **kwargs: Any,
     ) -> None:

@@ -11,7 +11,7 @@ GPUs keep torch's own dropout, which is fused there.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,10 +27,15 @@ LEVELS = 1 << 16  # the values 16 random bits take
 ATTENTION = "seedvar_bit_dropout"  # the attention implementation registered below
 
 
-def keep_mask(shape: torch.Size, rate: float) -> torch.Tensor:
-    """A boolean mask of `shape`, each element False with probability `rate` (to 1/65,536)."""
+def keep_mask(
+    shape: torch.Size, rate: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """A boolean mask of `shape`, each element False with probability `rate` (to 1/65,536),
+    drawn from `generator` (on its device) or else from torch's global one (on the CPU)."""
     count = shape.numel()
-    words = torch.empty((count + 3) // 4, dtype=torch.int64).random_(-(2**63), 2**63 - 1)
+    device = generator.device if generator is not None else None
+    words = torch.empty((count + 3) // 4, dtype=torch.int64, device=device)
+    words.random_(-(2**63), 2**63 - 1, generator=generator)
     bits = words.view(torch.int16)[:count].view(shape)
     return bits >= round(rate * LEVELS) - LEVELS // 2
 
@@ -65,12 +70,31 @@ def attention(
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, scaling=scaling, **kwargs
         )
+    return attention_dropped_by(
+        lambda probabilities: dropped(probabilities, dropout),
+        query,
+        key,
+        value,
+        attention_mask,
+        scaling,
+    )
+
+
+def attention_dropped_by(
+    drop: Callable[[torch.Tensor], torch.Tensor],
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled-dot-product attention on its math path, the probabilities passed through `drop`."""
     scores = query @ key.transpose(2, 3) * (scaling or query.size(-1) ** -0.5)
     if attention_mask is not None and attention_mask.dtype == torch.bool:
         scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
     elif attention_mask is not None:
         scores = scores + attention_mask
-    weights = dropped(scores.softmax(dim=-1), dropout)
+    weights = drop(scores.softmax(dim=-1))
     return (weights @ value).transpose(1, 2).contiguous(), weights
 
 
