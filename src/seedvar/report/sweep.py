@@ -16,6 +16,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from seedvar.config import Config  # noqa: E402
+from seedvar.report.figures import save_png  # noqa: E402
 from seedvar.report.wording import sweep_summary  # noqa: E402
 from seedvar.results.aggregate import prediction_shares  # noqa: E402
 from seedvar.results.evidence import from_predictions  # noqa: E402
@@ -114,7 +115,7 @@ def write_sweep_outputs(config: Config, study: optuna.Study, out_dir: Path) -> l
             axis.text(0.5, 0.5, "importances need 2 or more completed trials", ha="center")
             axis.set_axis_off()
     for name, figure in figures.items():
-        figure.savefig(out_dir / f"{name}.png", dpi=120, bbox_inches="tight")
+        save_png(figure, out_dir / f"{name}.png")
         plt.close(figure)
     params = [c for c in table if c.startswith("param/")]
     columns = ["trial", "state", "default", *params, *axes_of(config)]
