@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 import datasets
 import lightning as L
@@ -19,6 +20,7 @@ from seedvar.pretrained import load_model, load_tokenizer
 from seedvar.training.datamodule import NLIDataModule, PadToLongest
 from seedvar.training.fit import fit, trainer_for
 from seedvar.training.module import NLIClassifier
+from seedvar.training.resume import ResumeCheckpoint
 from seedvar.training.stacked import initialised, seed_weights
 from seedvar.training.stacked_data import StackedDataModule
 from seedvar.training.stacked_module import StackedClassifier
@@ -108,10 +110,14 @@ def solo(init_seed: int, data_seed: int) -> Run:
 
 
 def stacked(
-    init_seeds: list[int], data_seeds: list[int], callbacks: tuple[L.Callback, ...] = ()
+    init_seeds: list[int],
+    data_seeds: list[int],
+    callbacks: tuple[L.Callback, ...] = (),
+    checkpoint: Path | None = None,
 ) -> tuple[StackedClassifier, list[Run]]:
-    """Seeds trained stacked (numbered 0 to K - 1): the module and each seed's run, its final
-    logits from its own model loaded with its weights (as a seed is published)."""
+    """Seeds trained stacked (numbered 0 to K - 1), from `checkpoint` if given: the module and
+    each seed's run, its final logits from its own model loaded with its weights (as a seed is
+    published)."""
     losses = Losses()
     models, streams = initialised(TINY_RANDOM, init_seeds, LABELS)
     seeds = list(range(len(init_seeds)))
@@ -120,7 +126,7 @@ def stacked(
     )
     data = StackedDataModule(ROWS, ROWS, TOKENIZER.pad_token_id, BATCH, 16, data_seeds, False)
     run = trainer([losses, *callbacks])
-    run.fit(module, datamodule=data)
+    run.fit(module, datamodule=data, ckpt_path=checkpoint, weights_only=False)
     runs = []
     for seed in seeds:
         own = BertForSequenceClassification(models[seed].config).eval()
@@ -157,3 +163,12 @@ def test_a_diverged_seed_is_reported_and_its_neighbours_train_as_alone():
     assert runs[1].losses[3:].isnan().all() and runs[1].losses[:3].isfinite().all()
     runs[0].matches(solo(0, 10))
     runs[2].matches(solo(2, 12))
+
+
+def test_a_stacked_run_resumed_mid_epoch_retraces_the_uninterrupted_run(tmp_path: Path):
+    saved = ResumeCheckpoint(tmp_path / "resume.ckpt", None, every_n_steps=5)
+    _, whole = stacked([0, 1], [10, 11], (saved,))  # saved before step 5, in the first epoch
+    _, resumed = stacked([0, 1], [10, 11], checkpoint=tmp_path / "resume.ckpt")
+    for seed in (0, 1):
+        assert torch.equal(resumed[seed].losses, whole[seed].losses[5:])
+        assert torch.equal(resumed[seed].logits, whole[seed].logits)
