@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -20,9 +22,10 @@ from seedvar.config import load_config
 from seedvar.progress import Progress
 from seedvar.scale import launch as launching
 from seedvar.scale.cluster import SeedResources
-from seedvar.scale.scheduler import Cause, InProcess, Scheduler, SeedTask
+from seedvar.scale.folders import FIX, Token, unseen
+from seedvar.scale.scheduler import Cause, InProcess, Scheduler, SeedTask, run_seed_task
 from seedvar.seeds import seed as seed_module
-from seedvar.seeds.result import Status, TaskKey
+from seedvar.seeds.result import SeedResult, Status, TaskKey
 from tests.helpers import QUICK, SMOKE, one_line_error, run_command, seed_runs, seedvar
 
 ONE_AT_A_TIME = f"ray.cpus_per_seed={len(os.sched_getaffinity(0))}"
@@ -163,3 +166,68 @@ def test_eight_seeds_at_once_on_one_sqlite_file_are_refused_before_any_training(
     tracking.check_writers(load_config(None, profile="smoke"), 7)  # fewer: served
     postgres = load_config(None, ["tracking.uri=postgresql://u:p@db/mlflow"], profile="smoke")
     tracking.check_writers(postgres, 32)  # a store for several writers
+
+
+class _Ended(InProcess):
+    """Seeds whose tasks have ended, each with the result its node sent back."""
+
+    def __init__(self, results: list[SeedResult], echo: Callable[[str], None]) -> None:
+        super().__init__(study().ray, 1, echo)
+        self.results = results
+        self.running = {result.key: None for result in results}
+
+    def wait(self, timeout: float) -> list[SeedResult]:
+        self.running.clear()
+        return self.results
+
+
+def test_a_seed_finished_out_of_the_drivers_sight_is_a_failure_not_a_finished_seed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Three tasks say their seed finished; the driver sees seed 0 in runs/ from its run, seed
+    1 not at all, seed 2 from an earlier run (a node with a disk of its own published both)."""
+    monkeypatch.chdir(tmp_path)
+    for seed, run_id in ((0, "run-0"), (2, "an earlier run")):
+        Path(f"runs/seed-{seed}").mkdir(parents=True)
+        Path(f"runs/seed-{seed}/run.json").write_text(json.dumps({"run_id": run_id}))
+    results = [
+        SeedResult(TaskKey(s), Status.FINISHED, "a1", {}, Path(f"runs/seed-{s}"), f"run-{s}")
+        for s in (0, 1, 2)
+    ]
+    lines: list[str] = []
+    taken: list[SeedResult] = []
+    launching.drive(_Ended(results, lines.append), taken.append, lambda: 3, "acc", lines.append)
+    assert [(r.key.seed, r.status) for r in taken] == [
+        (0, Status.FINISHED),
+        (1, Status.FAILED),
+        (2, Status.FAILED),
+    ]
+    assert [line.split(" in ")[0] for line in lines] == ["seed 0 finished"]  # not 1 nor 2
+    assert taken[1].error == (
+        "seed 1 finished on its node, but this driver does not see it in runs/seed-1 (the node "
+        f"published it on a disk of its own); {FIX}"
+    )
+    assert taken[2].error_type == "ConfigError" and "runs/seed-2 (the node" in str(taken[2].error)
+
+
+def test_a_seed_on_a_node_that_does_not_see_the_drivers_keep_stops_before_any_work(
+    study_dir: Path,
+):
+    """A node that joined the cluster after the launch checked its nodes, with a disk of its
+    own: its seed's task finds no token where the driver wrote it, and stops the launch."""
+    keep = study_dir / ".seedvar" / "runs"
+    token = Token("driver-host:4321:abc", ".seedvar-nodes-1f2e", str(study_dir), (str(keep),))
+    task = SeedTask(TaskKey(0), study(), str(study_dir), str(keep), token=token)
+    result = run_seed_task(task, {"ray_node": "5f3e9a12c0ffee", "ray_task": "t1"})
+    assert result.status is Status.FAILED and result.stops_launch
+    assert result.error_type == "ConfigError"
+    assert result.error == (
+        f"node {socket.gethostname()} (Ray node 5f3e9a12) does not see this driver's folders: "
+        f"{keep}/.seedvar-nodes-1f2e (not found), written by the driver on driver-host; its "
+        "seeds would be published, and their progress written, on its own disk, where the "
+        f"driver can neither count nor watch them; {FIX}"
+    )
+    assert not keep.exists()  # nothing of the seed was begun
+    keep.mkdir(parents=True)
+    (keep / token.name).write_text(token.text)
+    assert unseen(token) is None  # a node that sees it goes on

@@ -10,8 +10,8 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -26,9 +26,18 @@ from seedvar.files import write_atomically
 from seedvar.processes import end_recorded, started_at
 from seedvar.project import keep_of, prepared_data
 from seedvar.scale import scheduler as tasks
-from seedvar.scale.cluster import INSTALL, import_ray, ray_session, seed_resources, this_machine
+from seedvar.scale.cluster import (
+    INSTALL,
+    SeedResources,
+    import_ray,
+    ray_session,
+    seed_resources,
+    this_machine,
+)
+from seedvar.scale.folders import FIX, Token, shared_with_nodes
 from seedvar.scale.scheduler import InProcess
 from seedvar.seeds.adopt import adopt
+from seedvar.seeds.finished import RUN_STATE
 from seedvar.seeds.job import IfFinished, SeedJob
 from seedvar.seeds.result import SeedResult, Status, TaskKey
 
@@ -119,12 +128,27 @@ def backend(
             slots, one_gpu = cluster.slots(resources), cluster.one_gpu_per_node
             tracking.check_writers(config, min(seeds, slots))
             scheduler = tasks.Scheduler(ray, config.ray, resources, echo, one_gpu, slots)
+            if cluster.address is not None:  # machines of their own, perhaps with their own disks
+                shared = nodes_share_folders(ray, config, resources, echo)
+                scheduler.token = stack.enter_context(shared)
         end_orphaned(config)
         try:
             yield scheduler
         finally:
             scheduler.cancel_all()
             end_orphaned(config, driver_id())  # this driver's cancelled seeds' runs
+
+
+def nodes_share_folders(
+    ray: Any, config: Config, resources: SeedResources, echo: Callable[[str], None]
+) -> AbstractContextManager[Token]:
+    """ConfigError, before any seed trains, where a node that can run a seed (`resources`) does
+    not see the keep and output_dir as this driver does (scale/folders.py); yields the token the
+    seeds' tasks check again as they start."""
+    keep = keep_of(Path(config.output_dir)).resolve()
+    project = config.ray.project_dir or str(Path.cwd())  # as `seed_task` gives it
+    cpus, gpus = resources.cpus, resources.gpus
+    return shared_with_nodes(ray, cpus, gpus, project, keep, config.output_dir, echo)
 
 
 def _ray_installed(echo: Callable[[str], None]) -> bool:
@@ -283,7 +307,7 @@ def drive(
     first_steps: dict[tuple[TaskKey, int], int] = {}
     ended: Counter[Status] = Counter()
     while scheduler.running:
-        for result in scheduler.wait(POLL_SECONDS):
+        for result in map(published_here, scheduler.wait(POLL_SECONDS)):
             ended[result.status] += 1
             if result.status.done:
                 echo(finished_line(result, column))
@@ -291,6 +315,25 @@ def drive(
         if time.monotonic() - last_status >= STATUS_SECONDS and scheduler.running:
             last_status = time.monotonic()
             echo(_status(scheduler, ended, total(), last_status - started, first_steps))
+
+
+def published_here(result: SeedResult) -> SeedResult:
+    """`result`; but a seed its task says is finished and that this driver does not see
+    published where the task published it (its folder, from the same MLflow run), as failed: a
+    node with a disk of its own published it there (scale/folders.py checks the nodes first)."""
+    if not result.status.done or result.seed_dir is None:
+        return result
+    try:
+        recorded = json.loads((result.seed_dir / RUN_STATE).read_text()).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if recorded is not None and recorded == (result.run_id or recorded):
+        return result
+    error = (
+        f"{result.key} finished on its node, but this driver does not see it in "
+        f"{result.seed_dir} (the node published it on a disk of its own); {FIX}"
+    )
+    return replace(result, status=Status.FAILED, error=error, error_type="ConfigError")
 
 
 def finished_line(result: SeedResult, column: str) -> str:

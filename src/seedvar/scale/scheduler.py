@@ -9,6 +9,7 @@ after the write's own retries)."""
 from __future__ import annotations
 
 import os
+import socket
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -23,6 +24,7 @@ from seedvar.errors import ConfigError, SeedvarError, Superseded, first_line, tr
 from seedvar.progress import Progress
 from seedvar.project import prepared_data
 from seedvar.scale.cluster import SeedResources
+from seedvar.scale.folders import Token, refusal, unseen
 from seedvar.seeds.job import PROGRESS, IfFinished, SeedJob, attempt_record
 from seedvar.seeds.result import SeedResult, Status, TaskKey
 from seedvar.training.device import checked_on_this_machine, on_this_machine
@@ -54,6 +56,7 @@ class SeedTask:
     if_finished: IfFinished = "reuse"
     submission: int = 1  # the driver's submissions of this seed so far
     threads: int | None = 1
+    token: Token | None = None  # on a cluster: what the driver wrote into the keep
 
 
 def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> SeedResult:
@@ -83,6 +86,9 @@ def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> SeedRe
                 "on a file system that every node mounts at the same path, or set "
                 "ray.project_dir to where the nodes see it"
             ) from None
+        if task.token and (missing := unseen(task.token)):  # a node that joined since the check
+            node = f"{socket.gethostname()} (Ray node {(where or {}).get('ray_node', '?')[:8]})"
+            raise refusal([node], missing, task.token)
         if task.threads:
             torch.set_num_threads(task.threads)
         with progress.reporting(job.work_dir / PROGRESS, job.attempt_id, task.submission):
@@ -145,10 +151,11 @@ class InProcess:
         self.at_once = 1  # seeds at once
         self.running: dict[TaskKey, _Watched] = {}
         self.retried: dict[TaskKey, list[Cause]] = {}  # seeds submitted again, and why
+        self.token: Token | None = None  # what a task checks the driver's folders by
 
     def submit(self, task: SeedTask) -> None:
         """Run `task` (its key must not be running already)."""
-        task = replace(task, threads=self.threads)
+        task = replace(task, threads=self.threads, token=self.token)
         self.running[task.key] = _Watched(task, self._start(task))
 
     def _start(self, task: SeedTask) -> Any:
