@@ -6,6 +6,7 @@ transaction open (an `mlflow ui`) and a writer that holds the lock, on SQLite an
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import subprocess
 import sys
@@ -15,11 +16,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import psycopg
 import pytest
+import torch
 from mlflow.exceptions import MlflowException
+from mlflow.system_metrics.metrics import gpu_monitor
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
@@ -27,7 +31,8 @@ from seedvar.config import load_config
 from seedvar.errors import transient
 from seedvar.tracking import FINISHED, TrackedRun, open_store, retry, start_run, tracking_uri
 from seedvar.tracking.logger import RunLogger
-from tests.helpers import STUDY, run_command, seed_name, seed_runs, training_now
+from seedvar.tracking.system import SystemMetrics, seed_gpus, system_metrics
+from tests.helpers import QUICK, STUDY, run_command, seed_name, seed_runs, training_now
 from tests.postgres import postgres_server
 
 LONGER = ["--set", "data.max_train_examples=800", "--set", "train.epochs=2"]
@@ -286,3 +291,107 @@ def test_eight_seeds_write_at_once_beside_a_reader_and_a_writer_holding_the_lock
         assert run.data.metrics == {"train_loss": 1 / STEPS, "accuracy": seed / 10}
         curve = client.get_metric_history(run_id, "train_loss")
         assert sorted(point.step for point in curve) == list(range(STEPS))
+
+
+def _history(run: TrackedRun, key: str) -> list[int]:
+    """The steps at which the run has `key`."""
+    return sorted(m.step for m in run.client.get_metric_history(run.run_id, key))
+
+
+def test_a_seeds_system_metrics_outlast_a_busy_store(
+    study_dir: Path, short_busy_timeout: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MLflow's own sampler (3.17) ends at its first write that meets a lock, and the seed logs
+    no more system metrics; here that write is tried again and the sampling goes on."""
+    run = start_run(load_config(None, profile="smoke"), "seed-0")
+    key = "system/cpu_utilization_percentage"
+    capsys.readouterr()
+    holder = sqlite_lock(study_dir / "mlruns" / "mlflow.db")
+    with (
+        closing(holder),
+        retries_seen(lambda: holder.execute("COMMIT"), at=2) as retried,
+        system_metrics(run.client.tracking_uri, run.run_id, 0.2, on_gpu=False),
+    ):
+        deadline = time.monotonic() + QUICK
+        while len(_history(run, key)) < 3:
+            assert time.monotonic() < deadline, "no system metrics after the lock went"
+            time.sleep(0.2)
+    assert len(retried) >= 2 and "database is locked" in retried[0]
+    assert _history(run, key)[:3] == [0, 1, 2]
+    assert "system/system_memory_usage_megabytes" in run.client.get_run(run.run_id).data.metrics
+    assert busy_lines(capsys.readouterr().err) == [
+        "seedvar: waiting for the tracking store, which is busy (database is locked): writes "
+        f"are tried again for up to {retry.WRITE_RETRY_SECONDS:.0f} s"
+    ]
+    steps = len(_history(run, key))
+    with system_metrics(run.client.tracking_uri, run.run_id, 0.1, False, holds=lambda: False):
+        time.sleep(0.5)  # an attempt that lost its seed's run writes nothing more into it
+    assert len(_history(run, key)) == steps
+
+
+class _NVML:
+    """NVML on an 8-GPU node (the driver's answers, which ignore CUDA_VISIBLE_DEVICES): GPU i
+    has used i GB of its 80, and is i % used."""
+
+    NVMLError = RuntimeError
+    UUIDS = [f"GPU-5d4c8c16-0000-4000-8000-00000000000{i}" for i in range(8)]
+
+    def nvmlInit(self) -> None:  # noqa: N802
+        pass
+
+    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+        return 8
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802
+        return index
+
+    def nvmlDeviceGetUUID(self, handle: int) -> str:  # noqa: N802
+        return self.UUIDS[handle]
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:  # noqa: N802
+        return SimpleNamespace(used=handle * 1e9, total=80e9)
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> SimpleNamespace:  # noqa: N802
+        return SimpleNamespace(gpu=handle)
+
+    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:  # noqa: N802
+        return 100_000 + handle
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: int) -> int:  # noqa: N802
+        return 700_000
+
+
+def test_a_seed_logs_its_own_gpu_alone_not_every_gpu_of_its_node(
+    study_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray gives a seed GPU 5 of 8 (CUDA_VISIBLE_DEVICES=5); torch sees it as its device 0,
+    NVML still lists all 8. The seed's run gets GPU 5's numbers as `gpu_0_*`, and nothing of the
+    other seven; a CPU seed, no GPU at all."""
+    nvml = _NVML()
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setattr(gpu_monitor, "pynvml", nvml, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+    # torch.cuda's answers on that node: CUDA numbers the visible GPUs from 0
+    visible = [int(i) for i in os.environ["CUDA_VISIBLE_DEVICES"].split(",")]
+    properties = {i: SimpleNamespace(uuid=nvml.UUIDS[n][4:]) for i, n in enumerate(visible)}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", properties.__getitem__)
+    every = gpu_monitor.GPUMonitor()  # MLflow's: all eight, as this seed's gpu_0 ... gpu_7
+    every.collect_metrics()
+    assert len({key.split("_")[1] for key in every.aggregate_metrics()}) == 8
+    run = start_run(load_config(None, profile="smoke"), "seed-3")
+    for gpus, name in ((seed_gpus(), "a GPU seed"), ([], "a CPU seed")):
+        sampling = SystemMetrics(run.client.tracking_uri, run.run_id, 0.1, gpus)
+        for sampler in sampling.samplers:
+            sampler.collect_metrics()
+        sampling.publish()
+        logged = run.client.get_run(run.run_id).data.metrics
+        gpu = {k: v for k, v in logged.items() if k.startswith("system/gpu")}
+        assert gpu == {
+            "system/gpu_0_memory_usage_percentage": 6.2,  # GPU 5: 5 of 80 GB
+            "system/gpu_0_memory_usage_megabytes": 5000.0,
+            "system/gpu_0_utilization_percentage": 5.0,
+            "system/gpu_0_power_usage_watts": 100.0,
+            "system/gpu_0_power_usage_percentage": 14.3,
+        }, name  # the CPU seed's step added none (the GPU seed's stay the latest values)
+        assert _history(run, "system/gpu_0_utilization_percentage") == [0], name

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import lightning as L
-from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 from transformers import PreTrainedTokenizerBase
 
 from seedvar import progress, tracking
@@ -26,7 +25,8 @@ from seedvar.seeds.result import SeedResult, Status, TaskKey
 from seedvar.seeds.trajectory import Trajectory, probes
 from seedvar.tracking.logger import RunLogger
 from seedvar.tracking.retry import writing_for
-from seedvar.training.device import device_name, evaluation_device, on_this_machine
+from seedvar.tracking.system import system_metrics
+from seedvar.training.device import device_name, evaluation_device, on_this_machine, use_gpu
 from seedvar.training.fit import fine_tune
 from seedvar.training.resume import ResumeCheckpoint
 
@@ -137,17 +137,9 @@ def _train_evaluate_track(
             job.begin(config, run.run_id, inputs.sets.fingerprints())
             run.log_params(_run_params(config, inputs))
             run.log_datasets(inputs.sets.named(), inputs.sets.fingerprints())
-        monitor = SystemMetricsMonitor(  # MLflow's sampler of CPU, memory, disk (and GPU)
-            run.run_id,
-            sampling_interval=config.tracking.system_metrics_seconds,
-            resume_logging=True,
-            tracking_uri=run.client.tracking_uri,
-        )
-        monitor.start()
-        try:
+        uri, seconds = run.client.tracking_uri, config.tracking.system_metrics_seconds
+        with system_metrics(uri, run.run_id, seconds, use_gpu(config), job.holds):  # its own GPU
             metrics = _train_and_evaluate(config, job, resumable, inputs, tokenizer, callbacks, run)
-        finally:
-            monitor.finish()
         run.log_weights(job.model_dir, job.folder / "model", config.tracking.log_weights)
         job.check_held()
     return metrics, run.run_id

@@ -40,6 +40,11 @@ def writing_for(name: str) -> Iterator[None]:
         _writer = before
 
 
+def writer() -> str:
+    """Whose writes this process makes now (`seed 3`), or "" (see `writing_for`)."""
+    return _writer
+
+
 def busy(cause: str) -> None:
     """A write of this process meets a busy store: one line on stderr, unless another write
     waits already (one line for a spell of waiting, however many writes it holds up)."""
