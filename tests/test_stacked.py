@@ -1,7 +1,8 @@
 """Stacked training (training/stacked*.py): K seeds trained as one, each exact against its solo
 run through today's path (`trainer_for` + `fit`), in fp32 on the CPU: every step's loss and the
-final logits within TOLERANCE, whatever K and whoever its neighbours; a diverged seed is reported
-while its neighbours train on as alone."""
+final logits within TOLERANCE and the same validation accuracy, whatever K and whoever its
+neighbours, padded or unpadded; a diverged seed is reported while its neighbours train on as
+alone; a resumed run retraces the uninterrupted one."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from seedvar.training.fit import fit, trainer_for
 from seedvar.training.module import NLIClassifier
 from seedvar.training.resume import ResumeCheckpoint
 from seedvar.training.stacked import initialised, seed_weights
-from seedvar.training.stacked_data import StackedDataModule
+from seedvar.training.stacked_data import PackEachSeed, PadEachSeed, StackedDataModule
 from seedvar.training.stacked_module import StackedClassifier
 
 pytestmark = pytest.mark.slow  # each trains tiny models: 5 to 30 s on 2 busy cores
@@ -33,7 +34,7 @@ STEPS = 8  # 1.33 epochs of 48 rows: a second epoch's order, a validation betwee
 CLIP = 0.05  # below every step's gradient norm: each seed's clipping is exercised
 # fp32 on the CPU, relative to the largest value compared: the stacked path's batched matmuls
 # and per-seed norms round differently from the solo path's (measured: at most 1.1e-7 on the
-# losses, 2.2e-7 on the final logits, of K = 1 and K = 3 alike)
+# losses and 3.2e-7 on the final logits, of K = 1, K = 3 and K = 3 unpadded)
 TOLERANCE = 1e-6
 
 TOKENIZER = load_tokenizer(TINY_RANDOM)
@@ -114,17 +115,19 @@ def stacked(
     data_seeds: list[int],
     callbacks: tuple[L.Callback, ...] = (),
     checkpoint: Path | None = None,
+    unpadded: bool = False,
 ) -> tuple[StackedClassifier, list[Run]]:
-    """Seeds trained stacked (numbered 0 to K - 1), from `checkpoint` if given: the module and
-    each seed's run, its final logits from its own model loaded with its weights (as a seed is
-    published)."""
+    """Seeds trained stacked (numbered 0 to K - 1), from `checkpoint` if given, on packed
+    batches if `unpadded`: the module and each seed's run, its final logits from its own model
+    loaded with its weights (as a seed is published)."""
     losses = Losses()
     models, streams = initialised(TINY_RANDOM, init_seeds, LABELS)
     seeds = list(range(len(init_seeds)))
     module = StackedClassifier(
         models, streams, seeds, 1e-3, 0.01, 0.25, STEPS, log_every_n_steps=10**6
     )
-    data = StackedDataModule(ROWS, ROWS, TOKENIZER.pad_token_id, BATCH, 16, data_seeds, False)
+    pad = TOKENIZER.pad_token_id
+    data = StackedDataModule(ROWS, ROWS, pad, BATCH, 16, data_seeds, False, unpadded=unpadded)
     run = trainer([losses, *callbacks])
     run.fit(module, datamodule=data, ckpt_path=checkpoint, weights_only=False)
     runs = []
@@ -172,3 +175,23 @@ def test_a_stacked_run_resumed_mid_epoch_retraces_the_uninterrupted_run(tmp_path
     for seed in (0, 1):
         assert torch.equal(resumed[seed].losses, whole[seed].losses[5:])
         assert torch.equal(resumed[seed].logits, whole[seed].logits)
+
+
+def test_a_packed_batch_holds_each_seeds_real_tokens_only_in_the_padded_ones_places():
+    rows = [ROWS[i] for i in range(3 * BATCH)]
+    padded = PadEachSeed(TOKENIZER.pad_token_id, 3)(rows)
+    packed = PackEachSeed(TOKENIZER.pad_token_id, 3)(rows)
+    assert packed.packing is not None and packed.lengths == padded.lengths
+    real = padded.inputs["attention_mask"].view(3, -1).sum(dim=1)
+    assert packed.inputs["input_ids"].shape == (3, real.max())
+    assert real.max() < padded.inputs["input_ids"].numel() / 3  # the padding left out
+    places = torch.full((padded.inputs["input_ids"].numel() + 1,), TOKENIZER.pad_token_id)
+    places[packed.packing.padded] = packed.inputs["input_ids"].flatten()
+    assert torch.equal(places[:-1].view_as(padded.inputs["input_ids"]), padded.inputs["input_ids"])
+
+
+def test_unpadded_stacked_seeds_train_as_they_do_alone_padded():
+    module, runs = stacked([0, 1, 2], [10, 11, 12], unpadded=True)
+    assert module.diverged() == {}
+    for k, run in enumerate(runs):
+        run.matches(solo(k, 10 + k))

@@ -1,10 +1,12 @@
 """K seeds' training batches side by side: each seed's batch from its own seeded order, padded as
-its solo run pads it, then all to the longest of them, seed-major."""
+its solo run pads it, then all to the longest of them, seed-major; or packed, each seed's real
+tokens only (training/stacked.py's `Packing`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import lightning as L
@@ -14,6 +16,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from seedvar.training.datamodule import PadToLongest, ResumableLoader, SeededBatches
 from seedvar.training.resume import batches_done_in_epoch
+from seedvar.training.stacked import Packing
 
 if TYPE_CHECKING:
     import datasets
@@ -21,22 +24,28 @@ if TYPE_CHECKING:
 
 @dataclass
 class StackedBatch:
-    """One step's batches of K seeds: `inputs` and `labels` of K x B rows, seed-major, padded to
-    the longest of all; `lengths`: each seed's own padded length (its solo run's)."""
+    """One step's batches of K seeds. Padded: `inputs` of K x B rows, seed-major, padded to the
+    longest of all; packed: `inputs` of K rows laid out as `packing` says. `labels`: K x B;
+    `lengths`: each seed's own padded length (its solo run's)."""
 
     inputs: dict[str, torch.Tensor]
     labels: torch.Tensor
     lengths: list[int]
+    packing: Packing | None = None
 
     def pin_memory(self) -> StackedBatch:
         """Page-locked (the DataLoader's `pin_memory` calls this)."""
-        inputs = {name: tensor.pin_memory() for name, tensor in self.inputs.items()}
-        return StackedBatch(inputs, self.labels.pin_memory(), self.lengths)
+        return StackedBatch(
+            {name: tensor.pin_memory() for name, tensor in self.inputs.items()},
+            self.labels.pin_memory(),
+            self.lengths,
+            self.packing.pin_memory() if self.packing else None,
+        )
 
 
 @dataclass(frozen=True)
 class PadEachSeed:
-    """Collate the rows of `seeds` equal batches (seed-major) into a `StackedBatch`."""
+    """Collate the rows of `seeds` equal batches (seed-major) into a padded `StackedBatch`."""
 
     pad_token_id: int
     seeds: int
@@ -62,6 +71,50 @@ class PadEachSeed:
             if name != "labels"
         }
         return StackedBatch(inputs, torch.cat([batch["labels"] for batch in batches]), lengths)
+
+
+@dataclass(frozen=True)
+class PackEachSeed:
+    """Collate the rows of `seeds` equal batches (seed-major) into a packed `StackedBatch`:
+    input_ids, token_type_ids and position_ids of each seed's real tokens only."""
+
+    pad_token_id: int
+    seeds: int
+
+    def __call__(self, rows: list[dict[str, Any]]) -> StackedBatch:
+        size = len(rows) // self.seeds
+        sizes = torch.tensor([len(row["input_ids"]) for row in rows])
+        own_longest = sizes.view(self.seeds, size).amax(dim=1)  # each seed's padded length
+        longest = int(own_longest.max())
+        sequence = torch.repeat_interleave(torch.arange(len(rows)), sizes)  # each token's
+        starts = sizes.cumsum(0) - sizes
+        position = torch.arange(len(sequence)) - starts[sequence]
+        seed = sequence // size
+        tokens = sizes.view(self.seeds, size).sum(dim=1)
+        seed_starts = tokens.cumsum(0) - tokens
+        place = torch.arange(len(sequence)) - seed_starts[seed]
+
+        def packed(values: torch.Tensor, fill: int) -> torch.Tensor:
+            layout = torch.full((self.seeds, int(tokens.max())), fill, dtype=torch.long)
+            layout[seed, place] = values
+            return layout
+
+        def joined(name: str) -> torch.Tensor:
+            return torch.tensor(list(chain.from_iterable(row[name] for row in rows)))
+
+        packing = Packing(
+            solo=packed(sequence % size * own_longest[seed] + position, 0),
+            padded=packed(sequence * longest + position, len(rows) * longest).flatten(),
+            attention_mask=torch.arange(longest) < sizes.unsqueeze(1),
+            firsts=(starts - seed_starts.repeat_interleave(size)).view(self.seeds, size),
+        )
+        inputs = {
+            "input_ids": packed(joined("input_ids"), self.pad_token_id),
+            "token_type_ids": packed(joined("token_type_ids"), 0),
+            "position_ids": packed(position, 0),
+        }
+        labels = torch.tensor([row["labels"] for row in rows])
+        return StackedBatch(inputs, labels, own_longest.tolist(), packing)
 
 
 @dataclass(eq=False)
@@ -91,7 +144,8 @@ class StackedBatches(Sampler[list[int]]):
 @dataclass(eq=False, repr=False)
 class StackedDataModule(L.LightningDataModule):
     """Training batches of K seeds, seed k's in the order fixed by `data_seeds[k]` (as its solo
-    run's `NLIDataModule`); validation batches in file order, the same for all seeds."""
+    run's `NLIDataModule`), padded or (`unpadded`) packed; validation batches in file order, the
+    same for all seeds."""
 
     train: datasets.Dataset
     validation: datasets.Dataset
@@ -101,6 +155,7 @@ class StackedDataModule(L.LightningDataModule):
     data_seeds: list[int]
     group_by_length: bool
     pin_memory: bool = False
+    unpadded: bool = False  # packed batches: each seed's real tokens only
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -114,7 +169,9 @@ class StackedDataModule(L.LightningDataModule):
         return ResumableLoader(
             self.train,
             batch_sampler=StackedBatches(orders),
-            collate_fn=PadEachSeed(self.pad_token_id, len(self.data_seeds)),
+            collate_fn=(PackEachSeed if self.unpadded else PadEachSeed)(
+                self.pad_token_id, len(self.data_seeds)
+            ),
             pin_memory=self.pin_memory,
             generator=torch.Generator(),  # not the global one (nothing here is random)
             batches_done=self._batches_done,

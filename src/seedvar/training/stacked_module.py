@@ -14,7 +14,7 @@ from transformers import PreTrainedModel
 
 from seedvar.errors import DivergedError
 from seedvar.training.module import TRAIN_LOSS, NLIClassifier
-from seedvar.training.stacked import SeedStreams, stack_models
+from seedvar.training.stacked import Packing, SeedStreams, packed_logits, stack_models
 from seedvar.training.stacked_data import StackedBatch
 
 STREAMS = "seedvar_seed_streams"  # the checkpoint's key for the seeds' generator states
@@ -60,8 +60,14 @@ class StackedClassifier(NLIClassifier):
             MulticlassAccuracy(labels, average="micro") for _ in self.seeds
         )
 
-    def logits(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The stacked model's logits for K x B rows (seed-major), shaped (K, B, labels)."""
+    def logits(
+        self, inputs: dict[str, torch.Tensor], packing: Packing | None = None
+    ) -> torch.Tensor:
+        """The stacked model's logits, shaped (K, B, labels), for K x B padded rows (seed-major)
+        or for K packed rows laid out as `packing` says."""
+        self.streams.packing = packing
+        if packing is not None:
+            return packed_logits(self.model, inputs, self.streams)
         ids = inputs["input_ids"]
         positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
         logits = self.model(**inputs, position_ids=positions).logits
@@ -70,7 +76,7 @@ class StackedClassifier(NLIClassifier):
     def seed_losses(self, batch: StackedBatch) -> torch.Tensor:
         """Each seed's mean cross-entropy over its own batch, shaped (K,)."""
         self.streams.lengths = batch.lengths
-        logits = self.logits(batch.inputs)
+        logits = self.logits(batch.inputs, batch.packing)
         losses = F.cross_entropy(logits.flatten(0, 1), batch.labels, reduction="none")
         return losses.view(len(self.seeds), -1).mean(dim=1)
 
