@@ -62,11 +62,31 @@ def check_evaluation_levers(folder: Path, output: str) -> None:
 
 
 def check_gpu(folder: Path, output: str) -> None:
+    """Every part measured on the CPU, the GPU's numbers "skipped: no GPU" rather than made up;
+    the check's training is fine_tune's (equal weights), its recipe the paper profile's."""
     results = written(folder, "gpu-cpu.json")
-    for name in ("tiny", "tiny-grouped"):
-        assert results[name]["steps_per_s"] > 0 and results[name]["checkpoint_bytes"] > 0
-        assert results[name]["resumed_weights_equal_uninterrupted"]
+    no_gpu = "skipped: no GPU"
+    assert results["finished"] and results["host"]["cpu"] and results["machine"]["gpu"] == no_gpu
+    assert {"datasets", "mlflow", "pydantic", "ray"} <= set(results["host"]["unimportable"])
+    step = results["step"]
+    assert step["host_step_ms"] > 0 and step["aten_ops_per_step"] > 0
+    assert step["gpu_step_ms"] == step["gpu_busy_fraction"] == no_gpu
+    assert results["grouped"]["padding_fraction"] < step["padding_fraction"] < 1
+    assert results["host_syncs"]["syncs_per_unit"] == no_gpu
+    assert results["memory"]["peak_rss_bytes"] > 0 and results["memory"]["tokens_per_row"] == 128
+    assert results["prediction"]["pairs_per_s"] > 0
     assert results["sharing"]["2"]["examples_per_s_total"] > 0
+    assert results["sharing_mps"] == no_gpu
+    assert results["checkpoint"]["resumed_weights_equal_uninterrupted"]
+    assert results["fine_tune"] == {
+        "weights_equal": True,
+        "recipe_differs_from_paper_profile": {},
+        "validation_key_is_the_papers": True,
+        "labels_are_the_papers": True,
+        "seed_gpu_gib_is_cluster_py": True,
+    }
+    done = {entry["part"]: entry["status"] for entry in results["timeline"]}
+    assert done.pop("sharing_mps") == "skipped" and set(done.values()) == {"done"}
 
 
 def check_inoculation_pilot(folder: Path, output: str) -> None:
@@ -152,6 +172,20 @@ def snapshot() -> dict[str, tuple[int, int]]:
     paths = [REPO / place for place in COMMITTED]
     files = [f for p in paths for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file()]
     return {str(f): (f.stat().st_size, f.stat().st_mtime_ns) for f in files}
+
+
+def test_the_gpu_check_records_why_a_part_that_would_not_fit_its_budget_was_skipped(
+    study_dir: Path,
+):
+    out = study_dir / "gpu.json"
+    script = str(REPO / "benchmarks" / "gpu.py")
+    run_ok(sys.executable, script, "--cpu", "--budget-s", "1", "--out", str(out), cwd=study_dir)
+    results = json.loads(out.read_text())
+    assert results["finished"] and results["host"]["cpu"]
+    assert results["step"].startswith("skipped: would not fit the budget")
+    assert results["sharing"].startswith("skipped")  # after a machine part that never ran
+    parts = [entry for entry in results["timeline"] if entry["part"] != "host"]
+    assert len(parts) == 10 and {entry["status"] for entry in parts} == {"skipped"}
 
 
 def test_every_benchmark_has_its_smoke_run_checked_here():
