@@ -14,8 +14,7 @@ does, the code `fine_tune` and the evaluation call:
     attention that never syncs); training/resume.py's ResumeCheckpoint. Left out: fine_tune's
     slow-bf16 warning on CPUs without bf16 (it needs pydantic's model_copy);
   - prediction: training/predict.py's predict_logits on device.py's evaluation_device under its
-    autocast_dtype (predict.py imports datasets for an annotation alone: a stand-in module takes
-    its place for that one import);
+    autocast_dtype;
   - on a CPU the `fine_tune` part trains one tiny seed through fine_tune itself and through
     `train_seed`, and compares their weights (equal: the GPU's numbers are fine_tune's); it also
     checks `Recipe` against the paper profile and the 10 GiB a seed against scale/cluster.py.
@@ -288,18 +287,8 @@ def train_seed(
 
 
 def predict_logits_function() -> Callable[..., Any]:
-    """training/predict.py's predict_logits. predict.py imports datasets, for an annotation
-    alone: where datasets cannot be imported (the GPU machine), an empty module stands in for
-    that one import."""
-    absent = sys.modules.get("datasets", ...) is None
-    if absent:
-        del sys.modules["datasets"]
-        sys.modules["datasets"] = types.ModuleType("datasets")
-    try:
-        return importlib.import_module("seedvar.training.predict").predict_logits
-    finally:
-        if absent:
-            sys.modules["datasets"] = None  # type: ignore[assignment]
+    """training/predict.py's predict_logits (it imports datasets for annotations only)."""
+    return importlib.import_module("seedvar.training.predict").predict_logits
 
 
 # The clock
@@ -447,7 +436,7 @@ def sync_summary(caught: list[warnings.WarningMessage], units: int, gpu: bool) -
     by the line that caused them; on a CPU, no count (nothing syncs)."""
     syncs = [w for w in caught if SYNC_WARNING in str(w.message)]
     where = Counter(f"{Path(w.filename).name}:{w.lineno}" for w in syncs)
-    others = Counter(first_line(str(w.message))[:120] for w in caught if w not in syncs)
+    others = Counter(str(w.message).partition("\n")[0][:120] for w in caught if w not in syncs)
     return {
         "units": units,
         "syncs": len(syncs) if gpu else NO_GPU,
@@ -740,7 +729,8 @@ def memory(ctx: Context, doc: Document) -> dict[str, Any]:
 def prediction(ctx: Context, doc: Document) -> dict[str, Any]:
     predict_logits = predict_logits_function()
     study = ctx.recipe().study()
-    model = load_model(ctx.model, 0, LABELS).to(evaluation_device(study))
+    model = load_model(ctx.model, 0, LABELS)
+    model.to(evaluation_device(study))  # type: ignore[arg-type]  # transformers' wrapped `to`
     autocast, batch = autocast_dtype(study), ctx.recipe().eval_batch_size
     rows, pad = ctx.data["predict"], ctx.data["pad_token_id"]
     predict_logits(model, Pairs(rows[: 2 * batch]), pad, batch, autocast=autocast)  # warm

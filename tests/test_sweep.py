@@ -87,6 +87,12 @@ def test_sweep_trains_k_seeds_per_trial_and_writes_its_outputs(study_dir: Path):
 
     again = run_sweep(config)  # already at n_trials: nothing more runs
     assert len(again.trials) == 3
+    complete = next(t for t in loaded.trials if t.state.name == "COMPLETE")
+    damaged = Path(complete.user_attrs["output_dir"]) / "seed-0" / "metrics.json"
+    damaged.unlink()  # the view is hard links into the keep: a new file, not the kept one
+    damaged.write_text("{}")
+    with pytest.raises(DataError, match=f"^{damaged} is damaged"):  # the manifest's check
+        write_sweep_outputs(config, study, Path("results/sweep"))
 
 
 def test_pruned_trials_are_pruned_in_optuna_and_mlflow(study_dir, monkeypatch):
@@ -111,13 +117,10 @@ def test_a_one_seed_search_prunes_on_validations_within_the_epoch(study_dir: Pat
     assert sorted(first.intermediate_values) == [4, 8, 12]
     assert first.state.name == "COMPLETE" and first.value == first.user_attrs["mean/MNLI dev acc."]
     assert study.trials[0].user_attrs["seeds"] == [0]
-    write_sweep_outputs(config, study, Path("results/search"))
-    assert "configurations completed" in Path("results/search/report.md").read_text()
-    damaged = Path(first.user_attrs["output_dir"]) / "seed-0" / "metrics.json"
-    damaged.unlink()  # the view is hard links into the keep: a new file, not the kept one
-    damaged.write_text("{}")
-    with pytest.raises(DataError, match=f"^{damaged} is damaged"):  # the manifest's check
-        write_sweep_outputs(config, study, Path("results/search"))
+    written = {p.name for p in write_sweep_outputs(config, study, Path("results/search"))}
+    report = Path("results/search/report.md").read_text()
+    assert "measures no seed spread and gives no verdict" in report and "nan" not in report
+    assert "accuracy_vs_spread.png" not in written  # one seed a trial: no spread to plot
 
 
 def test_multi_objective_mode_returns_a_pareto_front(study_dir: Path):

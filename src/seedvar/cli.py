@@ -132,6 +132,24 @@ def build_parser() -> argparse.ArgumentParser:
         launch, "--report", "also write what the launch did, seed by seed, to this JSON file"
     )
 
+    side = commands.add_parser(
+        "compare",
+        help="configurations of one study side by side: does the seeds' spread differ?",
+        description="each configuration's verdict and seed std with its interval, and per "
+        "held-out column a Brown-Forsythe test of equal spread across configurations",
+    )
+    side.set_defaults(run=_compare)
+    side.add_argument(
+        "studies", nargs="+", metavar="NAME=RESULTS", help="a name and its aggregated results"
+    )
+    _path_option(side, "--output", "where compare.md, .json, .csv and spread.png go", "compare")
+    side.add_argument(
+        "--column",
+        dest="columns",
+        action="append",
+        help="a seeds-table column to compare (repeat; default: the verdict's held-out ones)",
+    )
+
     carry = command(
         "adopt",
         _adopt,
@@ -241,6 +259,18 @@ def _aggregate(args: argparse.Namespace) -> int:
     write_results(config, Path(config.output_dir), args.results)
     seeds = f"{len(config.seeds)} seed" + ("s" if len(config.seeds) > 1 else "")
     print(f"{seeds} aggregated into {args.results}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    named = dict(study.partition("=")[::2] for study in args.studies)
+    if bad := next((s for s in args.studies if not all(s.partition("=")[::2])), None):
+        raise ConfigError(f"{bad!r}: give each configuration as NAME=RESULTS_FOLDER")
+    from seedvar.report.configurations import write_comparison
+
+    answer = write_comparison({n: Path(p) for n, p in named.items()}, args.output, args.columns)
+    print(answer)
+    print(f"written to {args.output}: compare.md, compare.json, compare.csv, spread.png")
     return 0
 
 

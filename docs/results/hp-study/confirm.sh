@@ -4,7 +4,8 @@
 # tracked in the MLflow experiment hp-study-<configuration>. A finished seed is adopted, never
 # retrained, so the script resumes where it stopped. `bash docs/results/hp-study/save.sh`
 # keeps the published seeds, without weights, under docs/results/hp-study/<configuration>/.
-# The best configuration is the search's trial 6 (search/trials.csv), chosen by the plan's rule.
+# The configurations: configurations.txt (name, learning rate, epochs, warmup ratio); the best
+# is the search's trial 6 (search/trials.csv), by the plan's rule.
 # Run from the repository root in the environment (. .venv/bin/activate). The seeds are named
 # here, since params.yaml's own list would win over the profile's; SEEDS='[112, ..., 123]'
 # trains the second look's.
@@ -16,8 +17,4 @@ while read -r name learning_rate epochs warmup_ratio; do
     --set "train.learning_rate=$learning_rate" --set "train.epochs=$epochs" \
     --set "train.warmup_ratio=$warmup_ratio" --set "output_dir=runs/hp-study/$name" \
     --set "tracking.experiment=hp-study-$name" --set "seeds=$SEEDS" "$@"
-done <<'CONFIGS'
-recipe 5.0e-05 1 0.1
-best 9.51959215053983e-05 1 0.1561058352572911
-contrast 1.0e-05 2 0.1
-CONFIGS
+done < docs/results/hp-study/configurations.txt

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from seedvar.config import Config  # noqa: E402
 from seedvar.report.figures import save_png  # noqa: E402
-from seedvar.report.wording import sweep_summary  # noqa: E402
+from seedvar.report.wording import search_summary, sweep_summary  # noqa: E402
 from seedvar.results.aggregate import prediction_shares  # noqa: E402
 from seedvar.results.evidence import from_predictions  # noqa: E402
 from seedvar.seeds.finished import FinishedSeed  # noqa: E402
@@ -101,7 +101,10 @@ def write_sweep_outputs(config: Config, study: optuna.Study, out_dir: Path) -> l
     pareto = {t.number for t in study.best_trials} if multi and len(table) else set()
     target, target_name = ((lambda t: t.values[0]) if multi else None), axes_of(config)[0]
     plots = optuna.visualization.matplotlib
-    figures = {"accuracy_vs_spread": plot_accuracy_vs_spread(config, table, pareto)}
+    searching = config.sweep.seeds_per_trial < 2  # one seed a trial: accuracy, never spread
+    figures = (
+        {} if searching else {"accuracy_vs_spread": plot_accuracy_vs_spread(config, table, pareto)}
+    )
     with warnings.catch_warnings(action="ignore", category=optuna.exceptions.ExperimentalWarning):
         history = plots.plot_optimization_history(study, target=target, target_name=target_name)
         figures["optimization_history"] = _figure_of(history)
@@ -118,9 +121,12 @@ def write_sweep_outputs(config: Config, study: optuna.Study, out_dir: Path) -> l
         save_png(figure, out_dir / f"{name}.png")
         plt.close(figure)
     params = [c for c in table if c.startswith("param/")]
-    columns = ["trial", "state", "default", *params, *axes_of(config)]
-    shown = table[[c for c in columns if c in table]]
-    summary = sweep_summary(axes_of(config), table, decide(config, study))
+    axes = axes_of(config)[:1] if searching else axes_of(config)
+    shown = table[[c for c in ["trial", "state", "default", *params, *axes] if c in table]]
+    if searching:
+        summary = search_summary(axes[0], table)
+    else:
+        summary = sweep_summary(axes_of(config), table, decide(config, study))
     report = (
         f"# Sweep `{study.study_name}`\n\n{summary}\n\n"
         f"{shown.to_markdown(index=False, floatfmt='.4g')}\n\n"

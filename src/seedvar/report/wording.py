@@ -327,6 +327,36 @@ def control_text(test: dict[str, Any]) -> str:
     return f"{test['column']}: {spread} points; {words}"
 
 
+def configurations_text(record: dict[str, Any]) -> str:
+    """A `seedvar compare` record (results/configurations.py) as the answer: does the seeds'
+    spread differ between configurations, with each one's verdict and in-distribution mean."""
+    rows, reference, level = pd.DataFrame(record["rows"]), record["reference"], record["level"]
+    means = rows.groupby("configuration", sort=False)[reference].first()
+    outcomes = rows.groupby("configuration", sort=False)["outcome"].first()
+    verdicts = "; ".join(f"{name} {outcome}" for name, outcome in outcomes.items())
+    head = (
+        f"{len(means)} configurations ({reference} {means.min():.2%}-{means.max():.2%}; "
+        f"verdicts: {verdicts})"
+    )
+    found = []
+    for test in record["spread"]:
+        column = rows[rows["column"] == test["column"]]
+        stds = ", ".join(
+            f"{r.configuration} {_points(r.seed_std)} [{_points(r.seed_std_low)}, "
+            f"{_points(r.seed_std_high)}]"
+            for r in column.itertuples()
+        )
+        p = test["p"]
+        if p is None:
+            words = "not testable (too few seeds, or no spread)"
+        elif p < level:
+            words = f"differs (Brown-Forsythe p = {p:.2g} < {level:.2g})"
+        else:
+            words = f"not shown to differ (Brown-Forsythe p = {p:.2g}, level {level:.2g})"
+        found.append(f"{test['column']}: seed std {stds} points: {words}")
+    return f"Across {head}, the seeds' spread on " + "; on ".join(found) + "."
+
+
 def population_text(decision: dict[str, Any]) -> dict[str, str]:
     """Per tested column, what its claim covers: the heuristic (a seed main effect tested
     against its subcases), else the examples, resampled as the noise says."""
@@ -359,6 +389,22 @@ def sweep_summary(
         f"{base_spread.min():.2%}-{base_spread.max():.2%}. Verdict: "
         f"{reason_text(decision.reason)}. Each configuration, at alpha over their number:\n\n"
         + "\n".join(each)
+    )
+
+
+def search_summary(accuracy: str, table: pd.DataFrame) -> str:
+    """A search's trials (one seed each): their accuracy only, and what answers the spread."""
+    complete = table[table["state"] == "COMPLETE"]
+    if complete.empty:
+        return "No trial has completed yet."
+    best = complete.loc[complete[accuracy].idxmax()]
+    pruned = int((table["state"] == "PRUNED").sum())
+    return (
+        f"{len(complete)} configurations completed ({pruned} pruned); {accuracy} ranged "
+        f"{complete[accuracy].min():.2%}-{complete[accuracy].max():.2%}, the best trial "
+        f"{int(best['trial'])}'s. One seed a trial, so this search measures no seed spread "
+        "and gives no verdict: train the chosen configurations on fresh seeds, then compare "
+        "them (`seedvar compare`)."
     )
 
 

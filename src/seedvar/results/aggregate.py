@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from seedvar.stats.plan import ControlTest, Look
 from seedvar.stats.verdict import Verdict, verdict
 
 SCATTER_X, SCATTER_Y = "in-distribution accuracy", "diagnostic accuracy"  # results/scatter.csv
-HEADLINE = "headline"  # results/headline/: the study's DVC metrics, a file per headline entry
+HEADLINE = "headline.json"  # the study's DVC metrics: `dvc exp show` a column per number
 
 
 @dataclass(frozen=True)
@@ -157,22 +156,15 @@ def subgroups(config: Config, runs_dir: Path) -> list[analysis.Subgroup]:
     return found
 
 
-def write_headline(folder: Path, headline: dict[str, object]) -> None:
-    """The headline as DVC metrics, a JSON file per entry named by its key (e.g.
-    hans/lexical_nonent.json), so that `dvc metrics show` prints a row per column."""
-    shutil.rmtree(folder, ignore_errors=True)
-    for key, values in headline.items():
-        path = folder / f"{key}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(path, values)
+def write_headline(path: Path, headline: dict[str, object]) -> None:
+    """The headline as DVC metrics, one file (entries by MLflow key, e.g. hans/lexical_nonent),
+    so that `dvc exp show` names each column by its key alone, without the file's path."""
+    write_json(path, headline)
 
 
-def read_headline(folder: Path) -> dict[str, dict[str, object]]:
+def read_headline(path: Path) -> dict[str, dict[str, object]]:
     """The headline `write_headline` wrote, by key."""
-    return {
-        path.relative_to(folder).with_suffix("").as_posix(): json.loads(path.read_text())
-        for path in sorted(folder.rglob("*.json"))
-    }
+    return json.loads(path.read_text())
 
 
 def prediction_shares(config: Config, table: pd.DataFrame) -> dict[str, list[float]]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import datasets
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 from tqdm.auto import tqdm
@@ -11,6 +12,9 @@ from transformers import PreTrainedModel
 from seedvar import progress
 from seedvar.interrupts import raise_if_lost
 from seedvar.training.datamodule import PadToLongest
+
+if TYPE_CHECKING:  # an annotation only: a GPU machine without datasets still predicts
+    import datasets
 
 
 @torch.inference_mode()
