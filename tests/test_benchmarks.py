@@ -116,6 +116,23 @@ def check_seeds_at_once(folder: Path, output: str) -> None:
     assert results["projection"]["table"]
 
 
+def check_stacked(folder: Path, output: str) -> None:
+    (name,) = (path.name for path in folder.glob("stacked-cpu-*.json"))
+    results = written(folder, name)
+    assert results["cpu_flags"] and len(results["load_average_before"]) == 3
+    ((case, by_k),) = results["cases"].items()
+    ways = by_k["2"]["ways"]
+    assert set(ways) == {"separate", "stacked padded", "stacked unpadded"}
+    assert all(
+        way["seed_steps_per_s"] > 0 and way["seed_steps_per_cpu_s"] > 0 for way in ways.values()
+    )
+    assert set(by_k["2"]["stacked_vs_separate"]) == {"stacked padded", "stacked unpadded"}
+    # the same seeds' arithmetic each way: their last losses agree to float rounding
+    assert max(by_k["2"]["last_loss_relative_difference_vs_separate"].values()) < 1e-5
+    lines = output.splitlines()  # the printed table: a row for each way
+    assert any(line.startswith(case) and "stacked unpadded" in line for line in lines)
+
+
 def check_throughput(folder: Path, output: str) -> None:
     (name,) = (path.name for path in folder.glob("throughput-*.json"))
     results = written(folder, name)
@@ -161,6 +178,7 @@ CHECKS: dict[str, Callable[[Path, str], None]] = {
     "inoculation_pilot": check_inoculation_pilot,
     "learning_curve": check_learning_curve,
     "seeds_at_once": check_seeds_at_once,
+    "stacked": check_stacked,
     "throughput": check_throughput,
     "training_levers": check_training_levers,
     "verdict_rates": check_verdict_rates,
