@@ -23,7 +23,7 @@ from seedvar.progress import Progress
 from seedvar.scale import launch as launching
 from seedvar.scale.cluster import SeedResources
 from seedvar.scale.folders import FIX, Token, unseen
-from seedvar.scale.scheduler import Cause, InProcess, Scheduler, SeedTask, run_seed_task
+from seedvar.scale.scheduler import Cause, InProcess, Scheduler, SeedTask, run_task
 from seedvar.seeds import seed as seed_module
 from seedvar.seeds.result import SeedResult, Status, TaskKey
 from tests.helpers import QUICK, SMOKE, one_line_error, run_command, seed_runs, seedvar
@@ -77,6 +77,9 @@ class _Resumed:
 
     def activity(self) -> dict[TaskKey, Progress]:
         return {key: Progress("a", 1, self.phase, self.step, 2000) for key in self.running}
+
+    def size(self, key: TaskKey) -> int:
+        return 1
 
 
 def test_the_estimate_counts_only_the_steps_trained_since_the_driver_began():
@@ -218,7 +221,7 @@ def test_a_seed_on_a_node_that_does_not_see_the_drivers_keep_stops_before_any_wo
     keep = study_dir / ".seedvar" / "runs"
     token = Token("driver-host:4321:abc", ".seedvar-nodes-1f2e", str(study_dir), (str(keep),))
     task = SeedTask(TaskKey(0), study(), str(study_dir), str(keep), token=token)
-    result = run_seed_task(task, {"ray_node": "5f3e9a12c0ffee", "ray_task": "t1"})
+    [result] = run_task(task, {"ray_node": "5f3e9a12c0ffee", "ray_task": "t1"})
     assert result.status is Status.FAILED and result.stops_launch
     assert result.error_type == "ConfigError"
     assert result.error == (

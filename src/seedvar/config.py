@@ -88,6 +88,9 @@ class TrainConfig(Section):
     # the way changes no weight (tested)
     trajectory_examples: StrictInt = Field(0, ge=0, json_schema_extra=OUTSIDE_RECIPE)
     trajectory_every_n_steps: StrictInt | None = Field(None, gt=0, json_schema_extra=OUTSIDE_RECIPE)
+    # seeds trained stacked in one process (training/stacked.py), each as it trains alone (to
+    # float rounding): outside the recipe, like where a seed trains
+    seeds_per_process: StrictInt = Field(1, ge=1, json_schema_extra=OUTSIDE_RECIPE)
 
     @field_validator("eval_precision", mode="before")
     @classmethod

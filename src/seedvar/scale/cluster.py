@@ -75,13 +75,15 @@ class ClusterInfo:
 
 @dataclass(frozen=True)
 class SeedResources:
-    """What one seed asks Ray for."""
+    """What one seed asks Ray for, or one process of `seeds` seeds trained stacked."""
 
     cpus: float
     gpus: float
+    seeds: int = 1
 
     def describe(self) -> str:
-        return f"{self.cpus:g} CPU and {self.gpus:g} GPU per seed"
+        each = "per seed" if self.seeds == 1 else f"per process of {self.seeds} seeds"
+        return f"{self.cpus:g} CPU and {self.gpus:g} GPU {each}"
 
 
 def this_machine() -> ClusterInfo:
@@ -91,12 +93,15 @@ def this_machine() -> ClusterInfo:
 
 
 def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
-    """Resources per seed from the `ray` section; ConfigError if they do not suit the training
-    settings, RayUnavailableError if no node can run one seed."""
+    """Resources per seed from the `ray` section (per process: a group of
+    `train.seeds_per_process` seeds trained stacked); ConfigError if they do not suit the
+    training settings, RayUnavailableError if no node can run one seed."""
     settings, accelerator = config.ray, config.train.accelerator
     gpus = settings.gpus_per_seed
-    if gpus == "auto":
-        gpus = 1 / seeds_per_gpu(cluster) if cluster.gpus > 0 and accelerator != "cpu" else 0.0
+    if gpus == "auto" and cluster.gpus > 0 and accelerator != "cpu":
+        gpus = 1 / max(1, seeds_per_gpu(cluster) // config.train.seeds_per_process)
+    elif gpus == "auto":
+        gpus = 0.0
     if accelerator == "gpu" and gpus == 0:
         raise ConfigError(
             "train.accelerator is gpu but ray.gpus_per_seed is 0 (or the cluster has no GPU); "
@@ -107,7 +112,7 @@ def seed_resources(config: Config, cluster: ClusterInfo) -> SeedResources:
             f"ray.gpus_per_seed is {gpus:g} but train.accelerator is cpu: the GPUs would sit "
             "idle; set ray.gpus_per_seed=0"
         )
-    resources = SeedResources(settings.cpus_per_seed, float(gpus))
+    resources = SeedResources(settings.cpus_per_seed, float(gpus), config.train.seeds_per_process)
     if cluster.slots(resources) == 0:
         largest = max(cluster.nodes, key=lambda n: (n.get("GPU", 0), n.get("CPU", 0)), default={})
         raise RayUnavailableError(

@@ -36,6 +36,7 @@ from seedvar.scale.cluster import (
 )
 from seedvar.scale.folders import FIX, Token, shared_with_nodes
 from seedvar.scale.scheduler import InProcess
+from seedvar.scale.stacking import require_stackable
 from seedvar.seeds.adopt import adopt
 from seedvar.seeds.finished import RUN_STATE
 from seedvar.seeds.job import IfFinished, SeedJob
@@ -109,9 +110,10 @@ def seed_task(key: TaskKey, config: Config, **more: Any) -> tasks.SeedTask:
 def backend(
     config: Config, where: Where, seeds: int, record: Path, echo: Callable[[str], None]
 ) -> Iterator[InProcess]:
-    """The scheduler of `seeds` seeds: this process, one after another, where `where` is "here"
-    (or "auto" and the machine holds one seed at a time, or Ray is not installed); else Ray (at
-    ray.address, or a local Ray whose processes are listed in `record`)."""
+    """The scheduler of `seeds` tasks (each a seed, or a group of seeds trained stacked): this
+    process, one after another, where `where` is "here" (or "auto" and the machine holds one
+    task at a time, or Ray is not installed); else Ray (at ray.address, or a local Ray whose
+    processes are listed in `record`)."""
     tracking.check_reachable(config)
     with ExitStack() as stack:
         scheduler = InProcess(config.ray, None, echo)  # "here": torch's own thread count
@@ -230,9 +232,11 @@ def launch(
     """Train every seed of `seeds` (default: `config.seeds`) not finished with this recipe and
     publish them all into output_dir; `command`: what the user ran. `if_finished`, for a seed
     finished with this recipe: "reuse" (publish it), "refuse" (OutputExistsError), "replace"
-    (train it again). Seeds of another recipe stay kept, for when that recipe comes back."""
+    (train it again). Seeds of another recipe stay kept, for when that recipe comes back. With
+    `train.seeds_per_process` K > 1, each task trains K of them stacked (`groups`)."""
     started = time.monotonic()
     seeds = config.seeds if seeds is None else seeds
+    require_stackable(config)
     if config.ray.address is not None and where != "here":
         import_ray()  # one line before any work where the cluster cannot be used
     report = LaunchReport()
@@ -251,19 +255,29 @@ def launch(
         todo = [seed for seed in seeds if seed not in report.already]
         if not todo:
             return report
-        with backend(config, where, len(todo), record, echo) as scheduler:
+        together = groups(todo, config.train.seeds_per_process)
+        with backend(config, where, len(together), record, echo) as scheduler:
             config, study_run = scheduler.resolved(config), None
+            require_stackable(config)  # its precision as chosen where the seeds train
             if scheduler.at_once > 1:  # else each seed, one after another, finds or makes it
                 study_run = tracking.study_run_id(tracking.open_store(config), config)
+            per_process = config.train.seeds_per_process
+            stacked = f" ({per_process} a process, stacked)" if per_process > 1 else ""
             echo(
                 f"{len(todo)} of {len(seeds)} seeds to train ({len(report.already)} finished "
-                f"before), up to {scheduler.at_once} at once; outputs in {config.output_dir}, "
-                f"MLflow {config.tracking.uri}" + (f" (study run {study_run})" if study_run else "")
+                f"before), up to {scheduler.at_once * per_process} at once{stacked}; outputs in "
+                f"{config.output_dir}, MLflow {config.tracking.uri}"
+                + (f" (study run {study_run})" if study_run else "")
             )
             more = {"prepared": prepared and str(prepared), "if_finished": if_finished}
-            for seed in todo:
+            for first, *rest in together:
+                group = tuple((TaskKey(seed), config.with_seed(seed)) for seed in rest)
                 task = seed_task(
-                    TaskKey(seed), config.with_seed(seed), parent_run_id=study_run, **more
+                    TaskKey(first),
+                    config.with_seed(first),
+                    parent_run_id=study_run,
+                    group=group,
+                    **more,
                 )
                 scheduler.submit(task)
             take = partial(_take, scheduler, report, echo)
@@ -271,6 +285,11 @@ def launch(
             report.retried = {key.seed: why for key, why in scheduler.retried.items()}
     report.seconds = time.monotonic() - started
     return report
+
+
+def groups(seeds: list[int], size: int) -> list[list[int]]:
+    """`seeds` in groups of `size` (the last may be smaller), in their order: one task each."""
+    return [seeds[start : start + size] for start in range(0, len(seeds), size)]
 
 
 def _take(
@@ -355,13 +374,15 @@ def _status(
     left; the pace counts only steps trained since this driver began (`first_steps`: each
     submission's first)."""
     activity = scheduler.activity()
+    size = {key: scheduler.size(key) for key in scheduler.running}  # a group's seeds, at once
     shown = []
     for key, found in sorted(activity.items(), key=lambda item: item[0].seed)[:4]:
         steps = f" {found.step}/{found.total}" if found.phase == "training" else ""
-        shown.append(f"{key} {found.phase}{steps}")
+        together = f" (+{size[key] - 1} stacked)" if size[key] > 1 else ""
+        shown.append(f"{key}{together} {found.phase}{steps}")
     more = f", +{len(activity) - 4} more" if len(activity) > 4 else ""
     running = f" ({'; '.join(shown)}{more})" if shown else ""
-    waiting = len(scheduler.running) - len(activity)
+    waiting = sum(size[key] for key in scheduler.running if key not in activity)
     done, finished = sum(ended.values()), ended[Status.FINISHED] + ended[Status.REUSED]
     failed, stopped = ended[Status.FAILED] + ended[Status.SUPERSEDED], done - finished
     stopped -= failed  # pruned, or their trial ended on another seed
@@ -370,12 +391,13 @@ def _status(
     # seeds' worth of work done here and still to do (training steps stand for it); a seed
     # found finished took none
     here: float = done - ended[Status.REUSED]
-    here += sum((p.step - first[key]) / p.total for key, p in trained.items())
-    to_do = total - done - sum(p.step / p.total for p in trained.values())
+    here += sum((p.step - first[key]) / p.total * size[key] for key, p in trained.items())
+    to_do = total - done - sum(p.step / p.total * size[key] for key, p in trained.items())
     estimate = here >= 0.25 and to_do > 0  # none while the last seeds evaluate
     left = f", about {_duration(elapsed * to_do / here)} left" if estimate else ""
     return (
-        f"[{time.strftime('%H:%M:%S')}] {finished}/{total} finished, {len(activity)} running"
+        f"[{time.strftime('%H:%M:%S')}] {finished}/{total} finished, "
+        f"{sum(size[key] for key in activity)} running"
         f"{running}, {waiting} waiting, {failed} failed"
         + (f", {stopped} stopped" if stopped else "")
         + f"; {_duration(elapsed)} so far{left}"

@@ -1,10 +1,10 @@
-"""Seed tasks (an attempt at a seed, every ending returned as a SeedResult) and the schedulers that
-see each seed to one end: `InProcess` in the driver, `Scheduler` on Ray. A seed runs again (and
-resumes) at most `ray.max_retries` times: lost (Ray reruns it; the driver says so in one line as
-the new attempt takes the work over), stalled (no batch in its progress for `ray.stall_seconds`:
-the longest stuck is cancelled, the others' clocks restarted, as it may hold them up; should it
-wake, it finds its work taken over) or failed with a passing error (a tracking store still locked
-after the write's own retries)."""
+"""Seed tasks (an attempt at a seed, or at a group of seeds trained stacked; each seed's ending
+returned as a SeedResult) and the schedulers that see each seed to one end: `InProcess` in the
+driver, `Scheduler` on Ray. A seed runs again (and resumes) at most `ray.max_retries` times: lost
+(Ray reruns it; the driver says so in one line as the new attempt takes the work over), stalled
+(no batch in its progress for `ray.stall_seconds`: the longest stuck is cancelled, the others'
+clocks restarted, as it may hold them up; should it wake, it finds its work taken over) or
+failed with a passing error (a tracking store still locked after the write's own retries)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,8 +43,10 @@ class Cause(StrEnum):
 
 @dataclass(frozen=True)
 class SeedTask:
-    """One seed to run (`key`), its work kept in the keep `keep` (absolute). `callbacks` makes
-    more Lightning callbacks where it trains (a trial's); `threads`: torch's (None: its own)."""
+    """One seed to run (`key`), its work kept in the keep `keep` (absolute); with a `group`, the
+    seeds trained stacked with it in its process (`train.seeds_per_process`), each its key and
+    config. `callbacks` makes more Lightning callbacks where it trains (a trial's); `threads`:
+    torch's (None: its own)."""
 
     key: TaskKey
     config: Config
@@ -57,25 +60,38 @@ class SeedTask:
     submission: int = 1  # the driver's submissions of this seed so far
     threads: int | None = 1
     token: Token | None = None  # on a cluster: what the driver wrote into the keep
+    group: tuple[tuple[TaskKey, Config], ...] = ()
+
+    @property
+    def members(self) -> list[tuple[TaskKey, Config]]:
+        """Its seeds, each its key and config: its own, then its group's."""
+        return [(self.key, self.config), *self.group]
+
+    @property
+    def keys(self) -> list[TaskKey]:
+        return [key for key, _ in self.members]
+
+    def only(self, keys: Iterable[TaskKey]) -> SeedTask:
+        """This task for those of its seeds that `keys` names."""
+        wanted = set(keys)
+        (key, config), *group = [member for member in self.members if member[0] in wanted]
+        return replace(self, key=key, config=config, group=tuple(group))
+
+    def __str__(self) -> str:
+        """`seed 3`, or a group's `seed 3, seed 4`."""
+        return ", ".join(map(str, self.keys))
 
 
-def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> SeedResult:
-    """One attempt at one seed, in the project folder; `where`: its Ray node and task (None: the
-    driver's process), noted in its attempt.json."""
+def run_task(task: SeedTask, where: dict[str, str] | None = None) -> list[SeedResult]:
+    """One attempt at a task's seeds, in the project folder: its seed alone (`run_seed`), or
+    its group's trained stacked (seeds/group.py); each seed's result, its errors included;
+    `where`: its Ray node and task (None: the driver's process), noted in each attempt.json."""
     import torch
-
-    from seedvar.seeds.seed import run_seed
 
     started = time.perf_counter()
     prepared = Path(task.prepared) if task.prepared else None
-    job = SeedJob.of(
-        task.config, keep=Path(task.keep), data=prepared_data(prepared), note=where or {}
-    )
-
-    def ended(status: Status, **more: Any) -> SeedResult:
-        seconds = time.perf_counter() - started
-        return SeedResult(task.key, status, job.attempt_id, wall_seconds=seconds, **more)
-
+    data, keep = prepared_data(prepared), Path(task.keep)
+    jobs = [SeedJob.of(c, keep=keep, data=data, note=where or {}) for _, c in task.members]
     try:
         try:  # where the config's relative paths point on every node
             os.chdir(task.project_dir)
@@ -91,38 +107,66 @@ def run_seed_task(task: SeedTask, where: dict[str, str] | None = None) -> SeedRe
             raise refusal([node], missing, task.token)
         if task.threads:
             torch.set_num_threads(task.threads)
-        with progress.reporting(job.work_dir / PROGRESS, job.attempt_id, task.submission):
-            result = run_seed(
-                task.config,
-                task.if_finished,
-                prepared=prepared,
-                callbacks=task.callbacks() if task.callbacks else None,
-                parent_run_id=task.parent_run_id,
-                run_tags=task.run_tags,
-                job=job,
-            )
-        return replace(result, key=task.key, wall_seconds=time.perf_counter() - started)
-    except tracking.RunStopped as stopped:  # its trial was pruned (or failed) on another seed
-        status = Status.PRUNED if isinstance(stopped, tracking.RunPruned) else Status.STOPPED
-        return ended(status, error=first_line(stopped))
-    except Superseded as superseded:
-        return ended(Status.SUPERSEDED, error=first_line(superseded))
-    except SeedvarError as error:  # a user's: `stops_launch` where it would recur in every seed
-        kind, stops = type(error).__name__, error.stops_launch
-        return ended(Status.FAILED, error=first_line(error), error_type=kind, stops_launch=stops)
-    except Exception as error:  # a bug, or this seed's own trouble (out of memory): its own
-        kind, passing, detail = type(error).__name__, transient(error), traceback.format_exc()
-        line = f"{kind}: {first_line(error)}"
-        return ended(Status.FAILED, error=line, error_type=kind, transient=passing, detail=detail)
+        with progress.reporting(jobs[0].work_dir / PROGRESS, jobs[0].attempt_id, task.submission):
+            outcomes = _outcomes(task, prepared, jobs)
+    except Exception as error:
+        outcomes = [error] * len(jobs)
+    seconds = time.perf_counter() - started
+    return [
+        _result(key, job.attempt_id, outcome, seconds)
+        for key, job, outcome in zip(task.keys, jobs, outcomes, strict=True)
+    ]
 
 
-def run_on_ray(task: SeedTask) -> SeedResult:
+def _outcomes(
+    task: SeedTask, prepared: Path | None, jobs: list[SeedJob]
+) -> list[SeedResult | BaseException]:
+    """Its seed's result (`run_seed`), or each of its group's seeds' result or error."""
+    from seedvar.seeds import seed  # `seed.run_seed` looked up as it runs
+    from seedvar.seeds.group import live_together
+
+    parent, tags = task.parent_run_id, task.run_tags
+    if not task.group:
+        callbacks = task.callbacks() if task.callbacks else None
+        return [
+            seed.run_seed(task.config, task.if_finished, prepared, callbacks, parent, tags, jobs[0])
+        ]
+    lives = [  # a caller's callbacks (a sweep's) are not for a group
+        seed.seed_life(config, task.if_finished, prepared, None, parent, tags, job)
+        for (_, config), job in zip(task.members, jobs, strict=True)
+    ]
+    return live_together(lives)
+
+
+def _result(
+    key: TaskKey, attempt: str, outcome: SeedResult | BaseException, seconds: float
+) -> SeedResult:
+    """How the attempt `attempt` at `key` ended: its result, or its error's."""
+    if isinstance(outcome, SeedResult):
+        return replace(outcome, key=key, wall_seconds=seconds)
+    ended = partial(SeedResult, key, attempt=attempt, wall_seconds=seconds)
+    if isinstance(outcome, tracking.RunStopped):  # its trial was pruned (or failed) elsewhere
+        pruned = isinstance(outcome, tracking.RunPruned)
+        return ended(Status.PRUNED if pruned else Status.STOPPED, error=first_line(outcome))
+    if isinstance(outcome, Superseded):
+        return ended(Status.SUPERSEDED, error=first_line(outcome))
+    kind = type(outcome).__name__
+    if isinstance(outcome, SeedvarError):  # a user's: `stops_launch` where it recurs in every seed
+        stops = outcome.stops_launch
+        return ended(Status.FAILED, error=first_line(outcome), error_type=kind, stops_launch=stops)
+    # a bug, or this seed's own trouble (out of memory): its own
+    detail = "".join(traceback.format_exception(outcome))
+    line, passing = f"{kind}: {first_line(outcome)}", transient(outcome)
+    return ended(Status.FAILED, error=line, error_type=kind, transient=passing, detail=detail)
+
+
+def run_on_ray(task: SeedTask) -> list[SeedResult]:
     """The body of the Ray task."""
     import ray
 
     context = ray.get_runtime_context()
     where = {"ray_node": context.get_node_id(), "ray_task": context.get_task_id() or ""}
-    return run_seed_task(task, where)
+    return run_task(task, where)
 
 
 @dataclass
@@ -170,12 +214,17 @@ class InProcess:
             self.cancel(key)
 
     def cancel_waiting(self, keys: Iterable[TaskKey]) -> list[TaskKey]:
-        """Cancel those of `keys` that have not started; returns them."""
+        """Cancel the tasks of those of `keys` that have not started; returns their seeds."""
         begun = self.activity()
         waiting = [key for key in keys if key in self.running and key not in begun]
+        cancelled = [seed for key in waiting for seed in self.running[key].task.keys]
         for key in waiting:
             self.cancel(key)
-        return waiting
+        return cancelled
+
+    def size(self, key: TaskKey) -> int:
+        """How many seeds the task `key` runs."""
+        return len(self.running[key].task.keys)
 
     def activity(self) -> dict[TaskKey, Progress]:
         """The progress of every running seed whose current submission has started."""
@@ -186,33 +235,33 @@ class InProcess:
         return on_this_machine(config)
 
     def wait(self, timeout: float) -> list[SeedResult]:
-        """Run the next seed to its end (here `timeout` does not apply)."""
+        """Run the next task to its end (here `timeout` does not apply)."""
         key = next(iter(self.running))
-        return self._ended({key: self._checked(key, run_seed_task(self.running[key].task))})
+        return self._ended({key: run_task(self.running[key].task)})
 
-    def _checked(self, key: TaskKey, result: SeedResult) -> SeedResult | None:
-        """`result`, or None where it is a passing error and `key` has been submitted again."""
-        if result.transient:
-            return self._again(key, Cause.TRANSIENT, f"attempt {result.attempt}: {result.error}")
-        return result
-
-    def _ended(self, ended: dict[TaskKey, SeedResult | None]) -> list[SeedResult]:
-        """The results of the seeds that ended (None: submitted again), no longer running."""
-        results = [result for result in ended.values() if result is not None]
-        for result in results:
-            del self.running[result.key]
+    def _ended(self, ended: dict[TaskKey, list[SeedResult]]) -> list[SeedResult]:
+        """The results of the tasks that ended, no longer running; their seeds that failed with
+        a passing error submitted again (as one task), or failed once out of retries."""
+        results = []
+        for key, found in ended.items():
+            task = self.running.pop(key).task
+            results += [result for result in found if not result.transient]
+            if passing := [result for result in found if result.transient]:
+                why = "; ".join(dict.fromkeys(f"attempt {r.attempt}: {r.error}" for r in passing))
+                results += self._again(task.only(r.key for r in passing), Cause.TRANSIENT, why)
         return results
 
-    def _again(self, key: TaskKey, cause: Cause, why: str) -> SeedResult | None:
-        """Submit `key` once more, unless it has used up its retries (then: failed)."""
-        task = self.running[key].task
-        self.retried.setdefault(key, []).append(cause)
+    def _again(self, task: SeedTask, cause: Cause, why: str) -> list[SeedResult]:
+        """Submit `task` once more, unless it has used up its retries (then: its seeds failed)."""
+        for key in task.keys:
+            self.retried.setdefault(key, []).append(cause)
         if task.submission > self.settings.max_retries:
-            self.echo(f"{key}: {why}; no retries left (ray.max_retries)")
-            return SeedResult(key, Status.FAILED, error=f"{why}; no retries left")
-        self.echo(f"{key}: {why}; submitted again")
+            self.echo(f"{task}: {why}; no retries left (ray.max_retries)")
+            error = f"{why}; no retries left"
+            return [SeedResult(key, Status.FAILED, error=error) for key in task.keys]
+        self.echo(f"{task}: {why}; submitted again")
         self.submit(replace(task, submission=task.submission + 1))
-        return None
+        return []
 
 
 class Scheduler(InProcess):
@@ -267,23 +316,27 @@ class Scheduler(InProcess):
         refs = {watched.ref: key for key, watched in self.running.items()}
         first, _ = self.ray.wait(list(refs), num_returns=1, timeout=timeout)
         ready = self.ray.wait(list(refs), num_returns=len(refs), timeout=0)[0] if first else []
-        ended = {refs[ref]: self._result(refs[ref], ref) for ref in ready}
+        ended = {refs[ref]: self._results(refs[ref], ref) for ref in ready}
         still = {key: self._still(key) for key in set(self.running) - set(ended)}
         over = {key: s for key, s in still.items() if s > self.settings.stall_seconds}
+        results = self._ended(ended)
         if over:  # the longest stuck; cancelling it may free the others (a lock it held)
             stuck = max(over, key=over.__getitem__)
-            ended[stuck] = self._cancel(stuck, over[stuck])
+            results += self._cancel(stuck, over[stuck])
             for key in still.keys() - {stuck}:
                 self.running[key].since = time.monotonic()
-        return self._ended(ended)
+        return results
 
-    def _result(self, key: TaskKey, ref: Any) -> SeedResult | None:
+    def _results(self, key: TaskKey, ref: Any) -> list[SeedResult]:
         try:
-            result: SeedResult = self.ray.get(ref)
+            results: list[SeedResult] = self.ray.get(ref)
         except self.ray.exceptions.RayError as error:  # lost more often than Ray retries
             why = f"its worker or node was lost ({type(error).__name__}: {first_line(error)})"
-            return SeedResult(key, Status.FAILED, error=f"{why}; no retries left")
-        return self._checked(key, result)
+            error_line = f"{why}; no retries left"
+            return [
+                SeedResult(k, Status.FAILED, error=error_line) for k in self.running[key].task.keys
+            ]
+        return results
 
     def _still(self, key: TaskKey) -> float:
         """Seconds the attempt at `key` has stood still while training or evaluating (0: it
@@ -328,9 +381,9 @@ class Scheduler(InProcess):
         how = f", {record['continues']}" if record.get("continues") else ""
         self.echo(f"{key}: its worker died ({where}); Ray retries it ({retries}){how}")
 
-    def _cancel(self, key: TaskKey, still: float) -> SeedResult | None:
+    def _cancel(self, key: TaskKey, still: float) -> list[SeedResult]:
         """Cancel and submit again an attempt whose progress has stood still for too long."""
-        watched = self.running[key]
+        watched = self.running.pop(key)
         self.ray.cancel(watched.ref, force=True)
         assert watched.progress is not None  # it has been seen
         attempt = watched.progress.attempt
@@ -339,7 +392,7 @@ class Scheduler(InProcess):
             f"attempt {attempt}{f' ({where})' if where else ''} has not finished a batch for "
             f"{still:.0f} s while {watched.progress.phase} (frozen or hung); cancelled"
         )
-        return self._again(key, Cause.STALLED, why)
+        return self._again(watched.task, Cause.STALLED, why)
 
 
 def _process(record: dict[str, Any] | None) -> str:

@@ -420,6 +420,8 @@ def _attempt(record: dict[str, Any] | None) -> str:
 def _checkpoints(config: Config) -> str:
     """When a seed's training checkpoint is saved, as a reason for having none."""
     minutes, steps = config.train.checkpoint_every_minutes, config.train.checkpoint_every_n_steps
+    if config.train.seeds_per_process > 1:
+        return "seeds trained stacked (train.seeds_per_process > 1) save none yet"
     every = [f"every {minutes:g} minutes of training"] if minutes else []
     every += [f"every {steps} steps"] if steps else []
     if not every:

@@ -1,15 +1,22 @@
-"""One seed, end to end: with its job, fine-tune, evaluate, publish; tracked in MLflow."""
+"""One seed, end to end: with its job, fine-tune, evaluate, publish; tracked in MLflow.
+
+A seed's life (`seed_life`) is a generator that stops once, where the seed trains, asking for
+its `Training`: `run_seed` trains it alone there (`fine_tune`); seeds/group.py trains several
+seeds' at once, stacked, and sends each life its own model (or throws in its error), so that
+every seed is claimed, tracked, evaluated and published by the same code."""
 
 from __future__ import annotations
 
 import math
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, ParamSpec
 
 import lightning as L
-from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from seedvar import progress, tracking
 from seedvar.config import Config
@@ -22,7 +29,7 @@ from seedvar.seeds.evaluate import evaluate_sets
 from seedvar.seeds.finished import COLUMNS, CONFIG, METRICS, TRAJECTORY
 from seedvar.seeds.job import AlreadyPublished, IfFinished, Resumable, SeedJob
 from seedvar.seeds.result import SeedResult, Status, TaskKey
-from seedvar.seeds.trajectory import Trajectory, probes
+from seedvar.seeds.trajectory import Probe, Trajectory, probes
 from seedvar.tracking.logger import RunLogger
 from seedvar.tracking.retry import writing_for
 from seedvar.tracking.system import system_metrics
@@ -30,6 +37,10 @@ from seedvar.training.device import device_name, evaluation_device, on_this_mach
 from seedvar.training.fit import fine_tune
 from seedvar.training.resume import ResumeCheckpoint
 
+if TYPE_CHECKING:
+    import datasets
+
+P = ParamSpec("P")
 ATTEMPT_TAG = "seedvar.attempt"
 FENCE_SECONDS = 1.0  # how often a training attempt checks that it still holds its seed
 
@@ -47,7 +58,74 @@ class Every(L.Callback):
             self.checked = time.monotonic()
 
 
-def run_seed(
+@dataclass(frozen=True)
+class Training:
+    """What a seed's life asks for where it trains: its config, its job and its training sets;
+    the callbacks it trains with (its fence, its resume checkpoint, its trajectory's probes, a
+    caller's), the logger of its MLflow run, and the checkpoint to resume from, if any."""
+
+    config: Config
+    job: SeedJob
+    tokenized: dict[str, datasets.Dataset]
+    pad_token_id: int
+    fence: Every
+    resume: ResumeCheckpoint
+    probes: list[Probe]
+    callbacks: list[L.Callback]
+    logger: RunLogger
+    checkpoint: Path | None
+
+    def alone(self) -> PreTrainedModel:
+        """The seed fine-tuned alone (`fine_tune`)."""
+        path = self.job.work_dir / TRAJECTORY
+        pad = self.pad_token_id
+        trajectory = [Trajectory(self.config, self.probes, pad, [path])] if self.probes else []
+        return fine_tune(
+            self.config,
+            self.tokenized,
+            pad,
+            [self.fence, self.resume, *trajectory, *self.callbacks],
+            logger=self.logger,
+            checkpoint=self.checkpoint,
+        )
+
+
+# stops once where it trains (a `Training`), goes on with the model (or an error thrown in)
+SeedLife = Generator[Training, PreTrainedModel, SeedResult]
+
+
+def trained_alone(life: Callable[P, SeedLife]) -> Callable[P, SeedResult]:
+    """A seed's `life` lived with its training done alone (`Training.alone`)."""
+
+    def run(*args: P.args, **kwargs: P.kwargs) -> SeedResult:
+        seed = life(*args, **kwargs)
+        try:
+            training = next(seed)
+        except StopIteration as ended:  # finished before, or trained: nothing to train
+            return ended.value
+        try:
+            trained: PreTrainedModel | BaseException = training.alone()
+        except BaseException as error:
+            trained = error
+        return goes_on(seed, trained)
+
+    return run
+
+
+def goes_on(life: SeedLife, trained: PreTrainedModel | BaseException) -> SeedResult:
+    """The rest of a seed's life stopped where it trains: `trained` is its model, or the error
+    that stopped its training, raised in the life where it trains (its run ends by it)."""
+    try:
+        if isinstance(trained, BaseException):
+            life.throw(trained)
+        else:
+            life.send(trained)
+    except StopIteration as ended:
+        return ended.value
+    raise RuntimeError("a seed's life trains once")
+
+
+def seed_life(
     config: Config,
     if_finished: IfFinished = "refuse",
     prepared: Path | None = None,
@@ -55,8 +133,8 @@ def run_seed(
     parent_run_id: str | None = None,
     run_tags: dict[str, str] | None = None,
     job: SeedJob | None = None,
-) -> SeedResult:
-    """Fine-tune and evaluate the seed `config.train.seed`.
+) -> SeedLife:
+    """Fine-tune and evaluate the seed `config.train.seed`; stops where it trains (`Training`).
 
     `if_finished`, for a seed finished before with this recipe: "refuse" (OutputExistsError),
     "reuse" (publish it as it is), "replace" (retrain it). A seed finished with another recipe
@@ -90,7 +168,7 @@ def run_seed(
         resumable = job.claim(config)
         progress.claimed()
         try:
-            metrics, run_id = _train_evaluate_track(
+            metrics, run_id = yield from _train_evaluate_track(
                 config, job, resumable, inputs, tokenizer, callbacks or [], parent_run_id, run_tags
             )
             job.publish(replace)
@@ -110,6 +188,9 @@ def run_seed(
     return _result(job, Status.FINISHED, metrics, run_id, elapsed)
 
 
+run_seed = trained_alone(seed_life)  # one seed, trained alone, end to end
+
+
 def _train_evaluate_track(
     config: Config,
     job: SeedJob,
@@ -119,7 +200,7 @@ def _train_evaluate_track(
     callbacks: list[L.Callback],
     parent_run_id: str | None,
     run_tags: dict[str, str] | None,
-) -> tuple[dict[str, float], str]:
+) -> Generator[Training, PreTrainedModel, tuple[dict[str, float], str]]:
     """Train (or continue training) and evaluate in the attempt's folder, in the seed's MLflow
     run, which ends FINISHED when this returns (unless another attempt took the work over);
     `resumable`: what the job's claim found to continue from."""
@@ -139,7 +220,9 @@ def _train_evaluate_track(
             run.log_datasets(inputs.sets.named(), inputs.sets.fingerprints())
         uri, seconds = run.client.tracking_uri, config.tracking.system_metrics_seconds
         with system_metrics(uri, run.run_id, seconds, use_gpu(config), job.holds):  # its own GPU
-            metrics = _train_and_evaluate(config, job, resumable, inputs, tokenizer, callbacks, run)
+            metrics = yield from _train_and_evaluate(
+                config, job, resumable, inputs, tokenizer, callbacks, run
+            )
         run.log_weights(job.model_dir, job.folder / "model", config.tracking.log_weights)
         job.check_held()
     return metrics, run.run_id
@@ -153,27 +236,27 @@ def _train_and_evaluate(
     tokenizer: PreTrainedTokenizerBase,
     callbacks: list[L.Callback],
     run: tracking.TrackedRun,
-) -> dict[str, float]:
+) -> Generator[Training, PreTrainedModel, dict[str, float]]:
     """Fine-tune unless the weights are saved already, then evaluate and log the results."""
     if not job.trained():
         started = time.perf_counter()
         every = config.train.checkpoint_every_minutes, config.train.checkpoint_every_n_steps
-        resume = ResumeCheckpoint(job.checkpoint, *every)
-        found = probes(config, inputs)
-        pad = tokenizer.pad_token_id
-        trajectory = [Trajectory(config, found, pad, job.work_dir / TRAJECTORY)] if found else []
-        model = fine_tune(
+        model = yield Training(
             config,
+            job,
             inputs.tokenized,
-            pad,
-            [Every(job.check_held, FENCE_SECONDS), resume, *trajectory, *callbacks],
-            logger=RunLogger(  # writes into the seed's run; ending it stays with us
+            tokenizer.pad_token_id,
+            Every(job.check_held, FENCE_SECONDS),
+            ResumeCheckpoint(job.checkpoint, *every),
+            probes(config, inputs),
+            callbacks,
+            RunLogger(  # writes into the seed's run; ending it stays with us
                 tracking_uri=run.client.tracking_uri,
                 run_id=run.run_id,
                 guard=job.check_held,
                 after_step=run.last_step() if resumable.checkpoint else None,
             ),
-            checkpoint=resumable.checkpoint,
+            resumable.checkpoint,
         )
         job.save_model(model, tokenizer)
         run.log_raw_metrics({TRAIN_SECONDS: time.perf_counter() - started})

@@ -24,7 +24,9 @@ from seedvar.data.prepared import StudyInputs
 from seedvar.files import write_atomically
 from seedvar.seeds.evaluate import prediction_frame, set_columns
 from seedvar.training.device import autocast_dtype
+from seedvar.training.module import seed_key
 from seedvar.training.predict import predict_logits
+from seedvar.training.stacked_module import StackedClassifier
 
 KEY_PREFIX = "trajectory/"
 
@@ -76,10 +78,15 @@ def append_whole(path: Path, frame: pd.DataFrame) -> None:
 
 class Trajectory(L.Callback):
     """Evaluates the probes before training, every `every_n_steps` steps (None: at each
-    epoch's end) and at the end; appends to `path` and logs to the trainer's logger."""
+    epoch's end) and at the end; appends to `paths` and logs to the trainer's logger. One path
+    for a seed trained alone; for K seeds trained stacked (StackedClassifier), each seed's, in
+    the module's order, its curves marked with its seed (`seed_key`)."""
 
-    def __init__(self, config: Config, found: list[Probe], pad_token_id: int, path: Path) -> None:
-        self.config, self.probes, self.pad_token_id, self.path = config, found, pad_token_id, path
+    def __init__(
+        self, config: Config, found: list[Probe], pad_token_id: int, paths: list[Path]
+    ) -> None:
+        self.config, self.probes, self.pad_token_id = config, found, pad_token_id
+        self.paths = paths
         self.every = config.train.trajectory_every_n_steps
         self.done: set[int] = set()
 
@@ -104,21 +111,35 @@ class Trajectory(L.Callback):
             return
         self.done.add(step)
         was_training = module.training
-        rows, curves = [], {}
-        for probe in self.probes:
-            logits = predict_logits(
-                module.model,  # type: ignore[arg-type]
-                probe.tokens,
-                self.pad_token_id,
-                self.config.train.eval_batch_size,
-                f"trajectory {probe.name}",
-                autocast_dtype(self.config),
-            )
-            for column, key, accuracy in accuracies(self.config, probe, logits):
-                rows.append((step, trainer.current_epoch, column, key, accuracy))
-                curves[f"{KEY_PREFIX}{key}"] = accuracy
+        stacked = module if isinstance(module, StackedClassifier) else None
+        logits = {probe.name: self._logits(module, probe, stacked) for probe in self.probes}
         module.train(was_training)
-        frame = pd.DataFrame(rows, columns=["step", "epoch", "column", "key", "accuracy"])
-        append_whole(self.path, frame)
+        curves = {}
+        for index, path in enumerate(self.paths):
+            rows = []
+            for probe in self.probes:
+                for column, key, accuracy in accuracies(
+                    self.config, probe, logits[probe.name][index]
+                ):
+                    rows.append((step, trainer.current_epoch, column, key, accuracy))
+                    name = f"{KEY_PREFIX}{key}"
+                    curves[seed_key(name, stacked.seeds[index]) if stacked else name] = accuracy
+            frame = pd.DataFrame(rows, columns=["step", "epoch", "column", "key", "accuracy"])
+            append_whole(path, frame)
         if trainer.logger is not None:
             trainer.logger.log_metrics(curves, step=step)
+
+    def _logits(
+        self, module: L.LightningModule, probe: Probe, stacked: StackedClassifier | None
+    ) -> np.ndarray:
+        """Each seed's logits of `probe`'s examples, shaped (seeds, examples, labels)."""
+        logits = predict_logits(
+            module.model,  # type: ignore[arg-type]
+            probe.tokens,
+            self.pad_token_id,
+            self.config.train.eval_batch_size,
+            f"trajectory {probe.name}",
+            autocast_dtype(self.config),
+            stacked.seed_logits if stacked else None,
+        )
+        return logits if stacked else logits[None]

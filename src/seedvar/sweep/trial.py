@@ -26,7 +26,7 @@ from optuna.trial import TrialState
 from seedvar import tracking
 from seedvar.config import Config
 from seedvar.declared import headline_mean_column, primary_column
-from seedvar.errors import SeedvarError
+from seedvar.errors import ConfigError, SeedvarError
 from seedvar.metrics import MAJORITY_SHARE, safe_key
 from seedvar.project import keep_of
 from seedvar.scale.launch import backend, drive, lease, seed_task, task_config
@@ -47,6 +47,12 @@ class SweepFailed(SeedvarError):
 
 def run_sweep(base: Config, ray: bool = False, echo: Callable[[str], None] = print) -> optuna.Study:
     """Run (or resume) the sweep until `n_trials` trials have completed or been pruned."""
+    if base.train.seeds_per_process > 1:
+        raise ConfigError(
+            f"train.seeds_per_process is {base.train.seeds_per_process}, but a sweep's trials "
+            "train each seed alone (its first seed reports for pruning); set "
+            "train.seeds_per_process=1 for the sweep"
+        )
     base, sweep = task_config(base), base.sweep
     storage = search.rdb_storage(sweep.storage, sweep.heartbeat_seconds, sweep.max_retries)
     study = search.prepare_study(base, storage)

@@ -1,4 +1,5 @@
-"""`fine_tune`: wire the module, the datamodule, callbacks and a logger into a Trainer and fit.
+"""`fine_tune` (one seed) and `fine_tune_stacked` (K seeds as one): wire the module, the
+datamodule, callbacks and a logger into a Trainer and fit.
 
 `trainer_for` and `fit` take plain values: benchmarks/gpu.py runs them on a machine that has
 torch, Lightning and transformers but not the study's configuration or data libraries."""
@@ -9,9 +10,9 @@ import logging
 import math
 import os
 import warnings
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
 import torch
@@ -23,7 +24,6 @@ from transformers import PreTrainedModel
 from seedvar import progress
 from seedvar.interrupts import catch_interrupts, raise_if_lost
 from seedvar.pretrained import load_model
-from seedvar.training.attention import attention_without_sync
 from seedvar.training.datamodule import NLIDataModule
 from seedvar.training.device import (
     Precision,
@@ -32,8 +32,10 @@ from seedvar.training.device import (
     slow_bf16_here,
     use_gpu,
 )
-from seedvar.training.dropout import bit_dropout
 from seedvar.training.module import NLIClassifier
+from seedvar.training.stacked import initialised, seed_weights
+from seedvar.training.stacked_data import StackedDataModule
+from seedvar.training.stacked_module import StackedClassifier
 
 if TYPE_CHECKING:
     import datasets
@@ -52,37 +54,95 @@ def fine_tune(
     """Train one seed with a Lightning Trainer; returns the fine-tuned transformers model.
 
     `checkpoint`: a resumable checkpoint (training/resume.py) to continue from."""
+    train = config.train
+    gpu = _ready(config)
+    L.seed_everything(train.effective_init_seed, verbose=False)
+    module = NLIClassifier(
+        load_model(config.model.name, train.effective_init_seed, config.task.labels),
+        **_schedule(config, len(tokenized["train"])),
+        compile=train.compile,
+    )
+    data = _batches(config, tokenized, pad_token_id, gpu)
+    datamodule = NLIDataModule(**data, data_seed=train.effective_data_seed)
+    return fit(_trainer(config, gpu, callbacks, logger), module, datamodule, checkpoint)
+
+
+def fine_tune_stacked(
+    configs: Sequence[Config],
+    tokenized: dict[str, datasets.Dataset],
+    pad_token_id: int,
+    callbacks: list[L.Callback],
+    logger: Logger | bool = False,
+) -> tuple[list[PreTrainedModel], dict[int, int]]:
+    """Train the seeds of `configs` (one recipe) stacked in one Trainer (training/stacked.py),
+    each seed's real tokens only; returns each seed's own fine-tuned model, in their order, and
+    the seeds whose loss became non-finite, with the step it first was (their models are not
+    results). DivergedError only once every seed has diverged."""
+    config, seeds = configs[0], [each.train for each in configs]
+    gpu = _ready(config)
+    models, streams = initialised(
+        config.model.name, [seed.effective_init_seed for seed in seeds], config.task.labels
+    )
+    module = StackedClassifier(
+        models, streams, [seed.seed for seed in seeds], **_schedule(config, len(tokenized["train"]))
+    )
+    datamodule = StackedDataModule(
+        **_batches(config, tokenized, pad_token_id, gpu),
+        data_seeds=[seed.effective_data_seed for seed in seeds],
+        unpadded=True,
+    )
+    stacked = fit(_trainer(config, gpu, callbacks, logger), module, datamodule)
+    for index, model in enumerate(models):
+        model.load_state_dict(seed_weights(stacked, index))
+    return models, module.diverged()
+
+
+def _ready(config: Config) -> bool:
+    """Whether `config` trains on a GPU here; DeviceError where it must and cannot (a task on a
+    node whose CUDA cannot run: never the CPU by accident), a warning where bf16 is slow."""
+    require_gpu(config)
+    if slow := slow_bf16_here(config):
+        warnings.warn(slow, stacklevel=3)
+    return use_gpu(config)
+
+
+def _schedule(config: Config, examples: int) -> dict[str, Any]:
+    """The optimisation settings of a seed's module (NLIClassifier's) on `examples` pairs."""
     from seedvar.metrics import validation_key  # pydantic, through the declarations
 
     train = config.train
-    require_gpu(config)  # a task on a node whose CUDA cannot run: never the CPU by accident
-    if slow := slow_bf16_here(config):
-        warnings.warn(slow, stacklevel=2)
-    L.seed_everything(train.effective_init_seed, verbose=False)
-    gpu = use_gpu(config)
-    module = NLIClassifier(
-        load_model(config.model.name, train.effective_init_seed, config.task.labels),
-        validation_key=validation_key(config.task.validation),
-        learning_rate=train.learning_rate,
-        weight_decay=train.weight_decay,
-        warmup_ratio=train.warmup_ratio,
-        total_steps=total_steps(
-            len(tokenized["train"]), train.batch_size, train.epochs, train.max_steps
-        ),
-        log_every_n_steps=train.log_every_n_steps,
-        compile=train.compile,
-    )
-    datamodule = NLIDataModule(
-        tokenized["train"],
-        tokenized["validation"],
-        pad_token_id=pad_token_id,
-        batch_size=train.batch_size,
-        eval_batch_size=train.eval_batch_size,
-        data_seed=train.effective_data_seed,
-        group_by_length=train.group_by_length,
-        pin_memory=gpu,
-    )
-    trainer = trainer_for(
+    return {
+        "validation_key": validation_key(config.task.validation),
+        "learning_rate": train.learning_rate,
+        "weight_decay": train.weight_decay,
+        "warmup_ratio": train.warmup_ratio,
+        "total_steps": total_steps(examples, train.batch_size, train.epochs, train.max_steps),
+        "log_every_n_steps": train.log_every_n_steps,
+    }
+
+
+def _batches(
+    config: Config, tokenized: dict[str, datasets.Dataset], pad_token_id: int, gpu: bool
+) -> dict[str, Any]:
+    """A seed's datamodule's sets and batch settings (NLIDataModule's, but for its order)."""
+    train = config.train
+    return {
+        "train": tokenized["train"],
+        "validation": tokenized["validation"],
+        "pad_token_id": pad_token_id,
+        "batch_size": train.batch_size,
+        "eval_batch_size": train.eval_batch_size,
+        "group_by_length": train.group_by_length,
+        "pin_memory": gpu,  # page-locked batches copy to a GPU without blocking
+    }
+
+
+def _trainer(
+    config: Config, gpu: bool, callbacks: list[L.Callback], logger: Logger | bool
+) -> L.Trainer:
+    """`trainer_for` with `config`'s settings."""
+    train = config.train
+    return trainer_for(
         "gpu" if gpu else "cpu",
         resolve_precision(config),
         epochs=train.epochs,
@@ -93,7 +153,6 @@ def fine_tune(
         logger=logger,
         val_every_n_steps=train.val_every_n_steps,
     )
-    return fit(trainer, module, datamodule, checkpoint)
 
 
 def trainer_for(
@@ -143,13 +202,11 @@ def fit(
     datamodule: L.LightningDataModule,
     checkpoint: Path | None = None,
 ) -> PreTrainedModel:
-    """`trainer.fit`, from `checkpoint` if given: on a GPU with attention that never waits for
-    the GPU, on a CPU with its cheap dropout masks; returns the trained model."""
+    """`trainer.fit`, from `checkpoint` if given, inside the module's `training_context`;
+    returns the trained model."""
     on_gpu = isinstance(trainer.accelerator, CUDAAccelerator)
-    attention: AbstractContextManager[None] = (
-        attention_without_sync(module.model) if on_gpu else bit_dropout(module.model)
-    )
-    with warnings.catch_warnings(), attention:  # Lightning 2.6 calls an API torch 2.13 deprecates
+    # Lightning 2.6 calls an API torch 2.13 deprecates
+    with warnings.catch_warnings(), module.training_context(on_gpu):
         warnings.filterwarnings("ignore", module="lightning.pytorch.utilities._pytree")
         try:
             # our own resume checkpoint (optimizer and sampler state): not weights only

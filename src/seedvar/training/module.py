@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
 import lightning as L
 import torch
 from torchmetrics.classification import MulticlassAccuracy
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from seedvar.errors import DivergedError
+from seedvar.training.attention import attention_without_sync
+from seedvar.training.dropout import bit_dropout
 
 NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias", "layernorm", "layer_norm")
 TRAIN_LOSS = "train/loss"
 LEARNING_RATE = "train/learning_rate"
 FUSED_PRECISIONS = ("32-true", "bf16-mixed")
+
+
+def seed_key(key: str, seed: int) -> str:
+    """A metric of one of several seeds trained in one process, e.g. train/loss/seed-3."""
+    return f"{key}/seed-{seed}"
+
+
+def diverged(step: int, learning_rate: float) -> DivergedError:
+    """The error of a seed whose loss became non-finite at `step`."""
+    return DivergedError(
+        f"training diverged: the loss became non-finite at step {step} "
+        f"(learning rate {learning_rate:g}); lower train.learning_rate or check the data"
+    )
 
 
 class NLIClassifier(L.LightningModule):
@@ -52,6 +69,11 @@ class NLIClassifier(L.LightningModule):
         # correct/total over the epoch; its states are not persistent: not in the checkpoint
         self.val_accuracy = MulticlassAccuracy(model.config.num_labels, average="micro")
 
+    def training_context(self, on_gpu: bool) -> AbstractContextManager[None]:
+        """What the model trains inside: on a GPU attention that never waits for the GPU, on
+        a CPU its cheap dropout masks."""
+        return attention_without_sync(self.model) if on_gpu else bit_dropout(self.model)
+
     def on_train_start(self) -> None:
         self.first_nonfinite_step = torch.tensor(-1, device=self.device)
 
@@ -73,11 +95,7 @@ class NLIClassifier(L.LightningModule):
         """Raise DivergedError if the loss has been NaN or infinite at any step so far."""
         step = int(self.first_nonfinite_step)
         if step >= 0:
-            raise DivergedError(
-                f"training diverged: the loss became non-finite at step {step} "
-                f"(learning rate {self.learning_rate:g}); lower train.learning_rate or check "
-                "the data"
-            )
+            raise diverged(step, self.learning_rate)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         labels = batch.pop("labels")

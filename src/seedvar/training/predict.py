@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,10 +26,13 @@ def predict_logits(
     batch_size: int,
     description: str = "predicting",
     autocast: torch.dtype | None = None,
+    forward: Callable[[dict[str, torch.Tensor]], torch.Tensor] | None = None,
 ) -> np.ndarray:
     """Logits for every row of a tokenized set, in row order (batches grouped by length);
     `autocast`: a mixed-precision dtype to predict in (bf16 on CPUs that have it, bf16 or fp16
-    on GPUs)."""
+    on GPUs); `forward`: a batch's logits, (..., rows, labels), where not the model's own (K
+    stacked seeds': (K, rows, labels), and so the result)."""
+    logits_of = forward or (lambda batch: model(**batch).logits)
     model.eval()
     device = next(model.parameters()).device
     columns = {name: dataset[name] for name in dataset.column_names if name != "labels"}
@@ -43,8 +47,10 @@ def predict_logits(
         batch = collate([{name: values[i] for name, values in columns.items()} for i in rows])
         batch = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
         with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
-            outputs.append(model(**batch).logits.float())
-    logits = np.empty((len(dataset), int(model.config.num_labels or 0)), dtype=np.float32)
-    if outputs:
-        logits[order] = torch.cat(outputs).cpu().numpy()
+            outputs.append(logits_of(batch).float())
+    if not outputs:
+        return np.empty((len(dataset), int(model.config.num_labels or 0)), dtype=np.float32)
+    found = torch.cat(outputs, dim=-2).cpu().numpy()
+    logits = np.empty_like(found)
+    logits[..., order, :] = found
     return logits

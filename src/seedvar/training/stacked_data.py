@@ -138,6 +138,8 @@ class StackedBatches(Sampler[list[int]]):
             order.skip = self.skip
         self.skip = 0
         for batches in zip(*self.orders, strict=True):
+            if len({len(batch) for batch in batches}) > 1:  # batches grouped by length
+                raise ValueError("stacked seeds need batches of one size at each step")
             yield [index for batch in batches for index in batch]
 
 

@@ -4,6 +4,7 @@ and AdamW step serve them all; each seed's loss, gradient clipping and divergenc
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, cast
 
 import torch
@@ -13,7 +14,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from transformers import PreTrainedModel
 
 from seedvar.errors import DivergedError
-from seedvar.training.module import TRAIN_LOSS, NLIClassifier
+from seedvar.training.module import LEARNING_RATE, TRAIN_LOSS, NLIClassifier, seed_key
 from seedvar.training.stacked import Packing, SeedStreams, packed_logits, stack_models
 from seedvar.training.stacked_data import StackedBatch
 
@@ -27,7 +28,8 @@ class StackedClassifier(NLIClassifier):
     Each seed's gradients are clipped by their own norm. A seed whose loss turns non-finite is
     reported (`diverged`) and its neighbours train on untouched; DivergedError only once every
     seed has diverged. Logs each seed's loss as `train/loss/seed-N` and validation accuracy as
-    `<validation_key>/seed-N`, their mean as `validation_key`."""
+    `<validation_key>/seed-N` (`seed_key`), their mean as `validation_key`, and the learning rate
+    (the seeds'), as NLIClassifier does."""
 
     def __init__(
         self,
@@ -73,6 +75,16 @@ class StackedClassifier(NLIClassifier):
         logits = self.model(**inputs, position_ids=positions).logits
         return logits.view(len(self.seeds), -1, logits.shape[-1])
 
+    def seed_logits(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Each seed's logits (K, B, labels) for one padded batch of B rows, the same for all."""
+        return self.logits(
+            {name: tensor.repeat(len(self.seeds), 1) for name, tensor in inputs.items()}
+        )
+
+    def training_context(self, on_gpu: bool) -> AbstractContextManager[None]:
+        """Nothing to swap in: the stacked model's dropout and attention are its own."""
+        return nullcontext()
+
     def seed_losses(self, batch: StackedBatch) -> torch.Tensor:
         """Each seed's mean cross-entropy over its own batch, shaped (K,)."""
         self.streams.lengths = batch.lengths
@@ -90,9 +102,10 @@ class StackedClassifier(NLIClassifier):
         unseen = (self.first_nonfinite_step < 0) & ~torch.isfinite(losses)
         self.first_nonfinite_step = torch.where(unseen, self.global_step, self.first_nonfinite_step)
         for seed, loss in zip(self.seeds, losses, strict=True):
-            self.log(f"{TRAIN_LOSS}/seed-{seed}", loss, logger=True)
+            self.log(seed_key(TRAIN_LOSS, seed), loss, logger=True)
         if self.global_step % self.log_every_n_steps == 0:
             self.stop_if_diverged()
+            self.log(LEARNING_RATE, self.trainer.optimizers[0].param_groups[0]["lr"], logger=True)
         # the seeds' losses share no weights: the sum's gradient is each seed's own
         return {"loss": losses.sum(), "seed_losses": losses.detach()}
 
@@ -115,14 +128,13 @@ class StackedClassifier(NLIClassifier):
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         labels = batch.pop("labels")
-        inputs = {name: tensor.repeat(len(self.seeds), 1) for name, tensor in batch.items()}
-        predicted = self.logits(inputs).argmax(dim=-1)
+        predicted = self.seed_logits(batch).argmax(dim=-1)
         self.val_accuracy.update(predicted.flatten(), labels.repeat(len(self.seeds)))
         self.log(self.validation_key, self.val_accuracy, on_epoch=True, prog_bar=True)
         accuracies = cast(list[MulticlassAccuracy], list(self.seed_accuracies))
         for seed, accuracy, predictions in zip(self.seeds, accuracies, predicted, strict=True):
             accuracy.update(predictions, labels)
-            self.log(f"{self.validation_key}/seed-{seed}", accuracy, on_epoch=True)
+            self.log(seed_key(self.validation_key, seed), accuracy, on_epoch=True)
 
     def configure_gradient_clipping(
         self,
