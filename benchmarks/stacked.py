@@ -188,12 +188,13 @@ def train(
         trainer.fit(module, datamodule=data)
     else:
         (model,), (seed,) = models, job.init_seeds
-        module = NLIClassifier(
+        solo = NLIClassifier(
             model, LEARNING_RATE, WEIGHT_DECAY, WARMUP, job.steps, log_every_n_steps=LOG_EVERY
         )
         pad = job.pad_token_id
-        data = NLIDataModule(train_set, validation, pad, BATCH, EVAL_BATCH, seed, False)
-        fit(trainer, module, data)
+        fit(
+            trainer, solo, NLIDataModule(train_set, validation, pad, BATCH, EVAL_BATCH, seed, False)
+        )
     used = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "start": clock.start,
