@@ -30,6 +30,7 @@ LONGEST_FIRST = [  # seconds per module, 2026-12-05 (docs/tests.md)
     "test_verdict.py",  # 508
     "test_pipeline.py",  # 448
     "test_ray.py",  # 357
+    "test_stacked_launch.py",  # 331 on 2 busy cores, alone, 2026-12
     "test_interruptions.py",  # 321
     "test_dvc.py",  # 256
     "test_integrity.py",  # 239
