@@ -6,7 +6,6 @@ packages a lent GPU machine has). Where a GPU's answer is needed, torch.cuda's i
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +32,6 @@ from seedvar.training.resume import ResumeCheckpoint, readable
 from tests.helpers import QUICK, REPO, run_command
 
 SMOKE = load_config(None, profile="smoke")
-GPU_MACHINE = REPO / "tests" / "fixtures" / "gpu_machine"  # a sitecustomize without those
 
 
 def a_gpu(monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int], count: int = 1) -> None:
@@ -302,26 +300,3 @@ def test_the_venv_is_rebuilt_when_the_lock_kind_changes(tmp_path: Path):
     ).stdout
     assert f"rm -rf {venv}" in planned  # a CPU build of torch would stay under the GPU lock
     assert "torch.version.cuda" in planned  # and the GPU lock's torch is checked for CUDA
-
-
-def test_the_gpu_check_runs_with_only_what_a_gpu_machine_has(tmp_path: Path):
-    """benchmarks/gpu.py in its CPU mode, with datasets, mlflow, pydantic, ray, optuna and dvc
-    made unimportable (as on the lent GPU machine), its sharing workers too."""
-    out = tmp_path / "gpu-cpu.json"
-    environment = {**os.environ, "PYTHONPATH": str(GPU_MACHINE)}
-    done = run_command(
-        [sys.executable, str(REPO / "benchmarks/gpu.py"), "--cpu", "--out", str(out)],
-        timeout=600,
-        env=environment,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(out.read_text())
-    for run in ("tiny", "tiny-grouped"):
-        measured = results[run]
-        assert measured["steps_per_s"] > 0 and 0 < measured["padding_fraction"] < 1
-        assert measured["checkpoint_bytes"] > 1e6 and measured["checkpoint_seconds"] > 0
-        assert measured["resumed_weights_equal_uninterrupted"] is True
-    assert results["tiny-grouped"]["padding_fraction"] < results["tiny"]["padding_fraction"]
-    assert set(results["sharing"]) == {"1", "2"}
-    assert all(s["seeds_per_gpu_hour"] > 0 for s in results["sharing"].values())
-    assert "native bf16" in results["device"]  # the CPU is recorded
