@@ -109,6 +109,7 @@ def check_learning_curve(folder: Path, output: str) -> None:
 def check_seeds_at_once(folder: Path, output: str) -> None:
     results = written(folder, "seeds-at-once.json")
     assert results["recipe"]["profile"] == "smoke" and results["seeds"] == 2
+    assert results["dvc_repro_target"] == "train"  # the seeds' stages only
     assert all(run[0]["seed_stages_s"] > 0 for run in results["runs"].values())
     assert len(results["runs"]) == 3 and results["speedup"] > 0
     # the same arithmetic at once and one after another at 1 thread: the same predictions

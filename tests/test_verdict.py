@@ -75,32 +75,34 @@ def _outcomes(truth: Truth, studies: int, resamples: int = 100, design=DESIGN) -
     ids=["d 0", "d 1", "d 1, heavy tails"],
 )
 def test_a_pure_threshold_shift_never_reproduces(truth: Truth):
-    """100 studies of 12 seeds on a shared test set that differ only in how readily they
+    """20 studies of 12 seeds on a shared test set that differ only in how readily they
     answer label 1: the raw column spreads in nearly all (label bias), the verdict never says
-    reproduces (a rule on the raw column alone would in nearly all). The rates at scale are
-    benchmarks/verdict_rates.py's (docs/verdict.md)."""
-    counts = _outcomes(truth, 100)
+    reproduces (a rule on the raw column alone would in nearly all). The rates over 200
+    studies are benchmarks/verdict_rates.py's (docs/verdict.md: 100 % label bias)."""
+    counts = _outcomes(truth, 20)
     assert counts.get("passes", 0) == 0, counts
-    assert counts.get("label bias", 0) >= 90, counts
+    assert counts.get("label bias", 0) >= 18, counts
 
 
 def test_seeds_that_generalize_differently_reproduce():
     """Seeds whose sensitivity varies (std 0.6) and whose criterion does not: 20 seeds
-    reproduce in most of 200 studies; the same seeds with their criterion varying as well
-    still do (the bias-free column carries the difference)."""
-    moving = _outcomes(Truth(seeds=20, sensitivity_std=0.6), 200)
-    assert moving.get("passes", 0) >= 180, moving
-    both = _outcomes(Truth(seeds=20, sensitivity_std=0.6, criterion_std=0.5), 200)
-    assert both.get("passes", 0) >= 180, both
+    reproduce in most of 30 studies; the same seeds with their criterion varying as well
+    still do (the bias-free column carries the difference). Over 200 studies both pass in
+    100 % (benchmarks/verdict_rates.py, docs/verdict.md)."""
+    moving = _outcomes(Truth(seeds=20, sensitivity_std=0.6), 30)
+    assert moving.get("passes", 0) >= 27, moving
+    both = _outcomes(Truth(seeds=20, sensitivity_std=0.6, criterion_std=0.5), 30)
+    assert both.get("passes", 0) >= 27, both
 
 
 def test_noise_alone_on_a_shared_set_never_reproduces_and_can_say_does_not():
     """No seed effect, 40 seeds: evaluation noise passes at most at the stated rate, and each
     study either rules the effect out (every upper bound below the margin) or names the seeds
-    that would decide it."""
-    counts = _outcomes(Truth(seeds=40), 200)
-    assert counts.get("passes", 0) <= 200 * (PER_COLUMN + 2 * _se(PER_COLUMN, 200)), counts
-    assert counts.get("ruled out", 0) >= 150, counts
+    that would decide it. 50 studies here; over 200, 86.5 % are ruled out and none passes
+    (benchmarks/verdict_rates.py, docs/verdict.md)."""
+    counts = _outcomes(Truth(seeds=40), 50)
+    assert counts.get("passes", 0) <= 50 * (PER_COLUMN + 2 * _se(PER_COLUMN, 50)), counts
+    assert counts.get("ruled out", 0) >= 0.75 * 50, counts
     assert set(counts) <= {"passes", "ruled out", "undecided"}, counts
 
 
