@@ -33,6 +33,10 @@ The parts, in this order (what decides the design first), each a key of the JSON
                profiled steps: kernels' busy time against the wall time (launch-bound or not),
                kernels, launches and aten operations a step; real and computed (padded) tokens/s,
                MFU;
+  stacked      K seeds trained stacked in one process (train.seeds_per_process; K = 1, 4, 16,
+               32), padded and unpadded (each seed's real tokens only): a step's wall, host and
+               GPU time, seed-steps a second, seeds per GPU-hour at the paper's recipe, peak
+               memory; a K that does not fit says so (each K written as it ends);
   host_syncs   host syncs a step under torch.cuda.set_sync_debug_mode("warn") (the warnings
                counted, by the line that caused them), over steps around one that logs the
                loss (every 50th: the divergence check reads it then);
@@ -47,8 +51,7 @@ The parts, in this order (what decides the design first), each a key of the JSON
   grouped      batches grouped by length (opt-in, changes the math): what less padding buys;
   checkpoint   a resumable checkpoint's seconds and bytes, and a resume from it;
   fine_tune    (CPU only) the comparison above.
-On a CPU the GPU-only numbers read "skipped: no GPU". Not measured yet: several seeds stacked in
-one process (issue 56), and a step that computes no padding (`grouped` bounds what that buys).
+On a CPU the GPU-only numbers read "skipped: no GPU".
 
 Budget: --budget-s (default 480, at most 8 minutes on a lent machine). Each part estimates its
 seconds from what is measured so far and is skipped, the reason recorded, where they would not
@@ -77,6 +80,8 @@ if __name__ == "__main__":  # as on the GPU machine: before anything could impor
         sys.modules.setdefault(_name, None)  # type: ignore[arg-type]
 
 import argparse  # noqa: E402
+import copy  # noqa: E402
+import gc  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
@@ -130,6 +135,9 @@ from seedvar.training.device import (  # noqa: E402
 from seedvar.training.fit import fit, total_steps, trainer_for  # noqa: E402
 from seedvar.training.module import NLIClassifier  # noqa: E402
 from seedvar.training.resume import ResumeCheckpoint  # noqa: E402
+from seedvar.training.stacked import SeedStreams  # noqa: E402
+from seedvar.training.stacked_data import StackedBatch, StackedDataModule  # noqa: E402
+from seedvar.training.stacked_module import StackedClassifier  # noqa: E402
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -168,13 +176,16 @@ class Settings:
     memory_steps: int
     predict_pairs: int
     sharing: tuple[int, ...]
+    stacked: tuple[int, ...]  # values of K, seeds trained stacked in one process
+    stacked_steps: int  # steps timed for each K and way, after `stacked_warmup`
+    stacked_warmup: int
     threads: int | None = None  # torch's CPU threads a process (None: its own choice)
 
 
-GPU_SETTINGS = Settings("bert-base", 20, 100, 5, 10, 3, 9815, (1, 2, 4))
-CPU_SETTINGS = Settings("tiny", 2, 6, 2, 2, 2, 256, (1, 2))
+GPU_SETTINGS = Settings("bert-base", 20, 100, 5, 10, 3, 9815, (1, 2, 4), (1, 4, 16, 32), 10, 3)
+CPU_SETTINGS = Settings("tiny", 2, 6, 2, 2, 2, 256, (1, 2), (1, 2), 4, 1)
 # one thread a process: quick on busy cores, where threads that wait on each other are not
-SMOKE_SETTINGS = Settings("tiny", 1, 2, 1, 1, 1, 64, (2,), threads=1)
+SMOKE_SETTINGS = Settings("tiny", 1, 2, 1, 1, 1, 64, (2,), (2,), 2, 1, threads=1)
 
 
 @dataclass(frozen=True)
@@ -343,8 +354,8 @@ class Window(L.Callback):
             self.opened = time.perf_counter()
         if not self.inside(step):
             return
-        self.real = self.real + batch["attention_mask"].sum()
-        self.computed += batch["attention_mask"].numel()
+        real, computed = tokens(batch)
+        self.real, self.computed = self.real + real, self.computed + computed
         now = time.perf_counter()
         if self.started is not None:
             self.periods.append(now - self.started)
@@ -386,6 +397,15 @@ class Window(L.Callback):
             # host ran ahead of the GPU
             result["host_over_gpu_step"] = result["host_step_ms"] / gpu_ms
         return result
+
+
+def tokens(batch: Any) -> tuple[torch.Tensor, int]:
+    """A training batch's real tokens (on its device) and computed ones: a seed's padded batch,
+    or K seeds' stacked batch (StackedBatch: padded rows, or packed rows of real tokens only)."""
+    if isinstance(batch, StackedBatch):
+        mask = batch.packing.attention_mask if batch.packing else batch.inputs["attention_mask"]
+        return mask.sum(), batch.inputs["input_ids"].numel()
+    return batch["attention_mask"].sum(), batch["attention_mask"].numel()
 
 
 class Profiled:
@@ -560,6 +580,8 @@ def needs(part: str, s: Settings, doc: Document, seeds: int = 1) -> float:
         "prediction": RUN_S + s.predict_pairs / BATCH * step / 2,
         "sharing": CHILD_S + RUN_S + timed * seeds,
         "grouped": RUN_S + timed,
+        # two ways, each as long as K seeds' steps one after another (no gain assumed)
+        "stacked": 2 * (RUN_S + (s.stacked_warmup + s.stacked_steps) * step * seeds),
         "checkpoint": 2 * (RUN_S + timed) + SAVE_S,
         "fine_tune": 60.0,
     }[part]
@@ -581,7 +603,8 @@ class Context:
     def load(cls, work: Path) -> Context:
         run = json.loads((work / "run.json").read_text())
         data = json.loads((work / "data.json").read_text())
-        settings = Settings(**run["settings"] | {"sharing": tuple(run["settings"]["sharing"])})
+        found = run["settings"]
+        settings = Settings(**found | {k: tuple(found[k]) for k in ("sharing", "stacked")})
         if settings.threads:
             torch.set_num_threads(settings.threads)
         return cls(settings, run["gpu"], work, data)
@@ -772,6 +795,82 @@ def grouped(ctx: Context, doc: Document) -> dict[str, Any]:
     return result
 
 
+def stacked(ctx: Context, k: int) -> dict[str, Any]:
+    """K seeds of the paper's recipe trained stacked in one process (StackedClassifier and
+    StackedDataModule through the Trainer, as fine_tune_stacked), each way: padded as each
+    seed's solo run pads, then to the longest of the K; unpadded (packed: each seed's real
+    tokens only). Per way: Window's step times and tokens, seed-steps a second, seeds per
+    GPU-hour at the paper's recipe, peak memory; a way that runs out of memory says so. The K
+    models are copies of one (the speed does not depend on the draw), each with its own data
+    order and dropout stream."""
+    result: dict[str, Any] = {"seeds": k}
+    for way in ("padded", "unpadded"):
+        reset_peak(ctx.gpu)
+        try:
+            result[way] = stacked_way(ctx, k, unpadded=way == "unpadded")
+        except torch.OutOfMemoryError as error:
+            result[way] = f"did not fit: {first_line(error)}"
+        gc.collect()
+    if all(isinstance(result[way], dict) for way in ("padded", "unpadded")):
+        padded, unpadded = result["padded"]["wall_step_ms"], result["unpadded"]["wall_step_ms"]
+        result["unpadded_steps_per_s_over_padded"] = padded / unpadded
+    return result
+
+
+def stacked_way(ctx: Context, k: int, unpadded: bool) -> dict[str, Any]:
+    """One way of `stacked`."""
+    s, recipe = ctx.settings, ctx.recipe()
+    steps = s.stacked_warmup + s.stacked_steps
+    first = load_model(ctx.model, 0, LABELS)
+    models = [first, *(copy.deepcopy(first) for _ in range(k - 1))]
+    streams = SeedStreams([torch.Generator().manual_seed(seed) for seed in range(k)])
+    module = StackedClassifier(
+        models,
+        streams,
+        list(range(k)),
+        learning_rate=recipe.learning_rate,
+        weight_decay=recipe.weight_decay,
+        warmup_ratio=recipe.warmup_ratio,
+        total_steps=steps,
+        validation_key=VALIDATION_KEY,
+        log_every_n_steps=recipe.log_every_n_steps,
+    )
+    del first, models  # stacked: the copies are no longer needed
+    rows = Pairs(ctx.data["train"])
+    data = StackedDataModule(
+        rows,
+        Pairs(ctx.data["train"][:BATCH]),
+        ctx.data["pad_token_id"],
+        BATCH,
+        recipe.eval_batch_size,
+        list(range(k)),
+        False,
+        pin_memory=ctx.gpu,
+        unpadded=unpadded,
+    )
+    window = Window(s.stacked_warmup, s.stacked_steps, ctx.gpu)
+    study = recipe.study()
+    trainer = trainer_for(
+        "gpu" if ctx.gpu else "cpu",
+        resolve_precision(study),
+        epochs=1,
+        max_steps=steps,
+        gradient_clip=recipe.gradient_clip,
+        log_every_n_steps=recipe.log_every_n_steps,
+        callbacks=[window],
+    )
+    fit(trainer, module, data)
+    result = window.summary()
+    seed_steps_per_s = k * s.stacked_steps / (window.closed - window.opened)
+    per_hour = seed_steps_per_s * 3600 / (math.ceil(PAPER_PAIRS / BATCH) * PAPER_EPOCHS)
+    result |= {
+        "seed_steps_per_s": seed_steps_per_s,
+        "seeds_per_gpu_hour": per_hour,
+        "hours_for_100_seeds": 100 / per_hour,
+    }
+    return result | memory_now(ctx.gpu)
+
+
 def checkpoint(ctx: Context, doc: Document) -> dict[str, Any]:
     s = ctx.settings
     middle, steps = s.warmup + s.steps // 2, s.warmup + s.steps
@@ -813,8 +912,14 @@ def single(args: argparse.Namespace) -> None:
 
 
 def measure_parts(parts: list[str], ctx: Context, doc: Document, budget: Budget) -> None:
-    """Single-seed `parts` in this process, each written into the JSON when done."""
+    """`parts` in this process, each written into the JSON when done; `stacked` a K at a
+    time (each K its own entry under it, as it ends)."""
     for name in parts:
+        if name == "stacked":
+            for k in ctx.settings.stacked:
+                estimate = needs(name, ctx.settings, doc, k)
+                doc.run(str(k), estimate, budget, partial(stacked, ctx, k), into=name)
+            continue
         doc.run(name, needs(name, ctx.settings, doc), budget, partial(SINGLE[name], ctx, doc))
 
 
@@ -1098,7 +1203,8 @@ def check(args: argparse.Namespace, out: Path, s: Settings) -> dict[str, Any]:
         (work / "run.json").write_text(json.dumps(run))
         if budget.short(CHILD_S + needs("machine", s, doc)) is None:
             prepare(work, s, args.tokenizer)
-        in_child(["machine", "step", "host_syncs", "memory", "prediction"], work, s, doc, budget)
+        single_parts = ["machine", "step", "stacked", "host_syncs", "memory", "prediction"]
+        in_child(single_parts, work, s, doc, budget)
         if isinstance(doc.data.get("machine"), dict):
             shared(work, s, doc, budget, args.gpu)
             # here, once no MPS daemon runs: this process may hold CUDA from now on

@@ -72,6 +72,16 @@ def check_gpu(folder: Path, output: str) -> None:
     assert step["host_step_ms"] > 0 and step["aten_ops_per_step"] > 0
     assert step["gpu_step_ms"] == step["gpu_busy_fraction"] == no_gpu
     assert results["grouped"]["padding_fraction"] < step["padding_fraction"] < 1
+    stacked = results["stacked"]["2"]  # K = 2 seeds stacked, each way
+    padded, unpadded = stacked["padded"], stacked["unpadded"]
+    assert stacked["seeds"] == 2 and padded["padding_fraction"] > 0
+    assert unpadded["padding_fraction"] < padded["padding_fraction"]  # packed: real tokens
+    assert all(
+        way["seeds_per_gpu_hour"] > 0 and way["host_step_ms"] > 0
+        for way in stacked.values()
+        if isinstance(way, dict)
+    )
+    assert stacked["unpadded_steps_per_s_over_padded"] > 0
     assert results["host_syncs"]["syncs_per_unit"] == no_gpu
     assert results["memory"]["peak_rss_bytes"] > 0 and results["memory"]["tokens_per_row"] == 128
     assert results["prediction"]["pairs_per_s"] > 0
@@ -204,7 +214,7 @@ def test_the_gpu_check_records_why_a_part_that_would_not_fit_its_budget_was_skip
     assert results["step"].startswith("skipped: would not fit the budget")
     assert results["sharing"].startswith("skipped")  # after a machine part that never ran
     parts = [entry for entry in results["timeline"] if entry["part"] != "host"]
-    assert len(parts) == 10 and {entry["status"] for entry in parts} == {"skipped"}
+    assert len(parts) == 11 and {entry["status"] for entry in parts} == {"skipped"}
 
 
 def test_every_benchmark_has_its_smoke_run_checked_here():
