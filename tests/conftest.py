@@ -25,21 +25,21 @@ from tests.helpers import PAGE, QUICK, REPO  # noqa: E402
 # `PYTEST_WORKERS=2 make test` runs the suite on two workers, a module to a worker (`--dist
 # loadfile`), and starting these first lets the two finish together. Tests keep their order in
 # a module.
-LONGEST_FIRST = [  # seconds per module, 2026-12-05 (docs/tests.md)
-    "test_benchmarks.py",  # about 600 on 2 busy cores, 2026-12-07
-    "test_verdict.py",  # 508
-    "test_pipeline.py",  # 448
-    "test_ray.py",  # 357
-    "test_stacked_launch.py",  # 331 on 2 busy cores, alone, 2026-12
-    "test_interruptions.py",  # 321
-    "test_dvc.py",  # 256
-    "test_integrity.py",  # 239
-    "test_fencing.py",  # 124
-    "test_sweep.py",  # 118
-    "test_safety.py",  # 117
-    "test_tracking_store.py",  # 88
-    "test_cli.py",  # 83
-    "test_readme.py",  # 60
+LONGEST_FIRST = [  # seconds per module, `pytest -n 2` on 2 idle cores, 2026-12-07
+    "test_ray.py",  # 469
+    "test_pipeline.py",  # 446
+    "test_interruptions.py",  # 400
+    "test_dvc.py",  # 354
+    "test_benchmarks.py",  # 295
+    "test_sweep.py",  # 164
+    "test_safety.py",  # 112
+    "test_fencing.py",  # 109
+    "test_integrity.py",  # 105
+    "test_tracking_store.py",  # 101
+    "test_model.py",  # 92
+    "test_stacked_launch.py",  # 47, about 80 with its group-resume tests
+    "test_heuristic.py",  # 68
+    "test_verdict.py",  # 67
 ]
 
 

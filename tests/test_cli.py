@@ -49,8 +49,13 @@ def test_a_hub_study_without_the_hub_stops_at_once_naming_the_offline_study(stud
 
 
 def test_a_hub_model_that_cannot_load_names_the_offline_model(monkeypatch: pytest.MonkeyPatch):
-    """A real transformers hub call in offline mode: the hub cannot be reached here."""
+    """A real transformers hub call in offline mode: the hub cannot be reached here. The hub
+    client reads HF_HUB_OFFLINE once, when imported: set after that, its constant too (else the
+    call waits out its network retries, about 50 s)."""
+    import huggingface_hub.constants
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(ModelError, match="cannot load model 'bert-base-uncased'") as error:
         load_tokenizer("bert-base-uncased")
     assert "--set model.name=minilm-offline" in str(error.value)

@@ -1,8 +1,9 @@
 """Seeds trained stacked through a launch (`train.seeds_per_process`, seeds/group.py): each seed
 published, tracked and adopted on its own, its predictions those of its solo run within the
-stacked tolerance; a diverged seed fails alone; an interrupted group starts over whole; and the
-settings it cannot take are refused in one line. K = 1 is today's path (the solo launch here,
-and tests/test_train.py::test_one_seed_is_trained_evaluated_and_tracked)."""
+stacked tolerance; a diverged seed fails alone; an interrupted group resumes whole from its
+checkpoint, bit for bit; a checkpoint whose group is not all there starts its seed over; and
+the settings it cannot take are refused in one line. K = 1 is today's path (the solo launch
+here, and tests/test_train.py::test_one_seed_is_trained_evaluated_and_tracked)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from seedvar.scale import launch as launching
 from seedvar.seeds import group
 from seedvar.seeds.finished import FinishedSeed
 from seedvar.training import fit
+from seedvar.training.resume import saved_at
 from tests.helpers import QUICK, SMOKE, one_line_error, run_command, seedvar
 
 # fp32 on the CPU, relative to the largest logit of a set: measured at most 4.7e-7 (tests/
@@ -123,45 +125,89 @@ def test_a_diverged_seed_fails_alone_and_its_neighbour_is_published(
 
 
 class _Interrupt(L.Callback):
-    """Ctrl-C before the third step."""
+    """Ctrl-C before the fourth step (after the checkpoint saved before the third)."""
 
     def on_train_batch_start(self, trainer: L.Trainer, *args: object) -> None:
-        if trainer.global_step == 2:
+        if trainer.global_step == 3:
             raise KeyboardInterrupt
 
 
-@pytest.mark.slow
-def test_a_group_interrupted_while_it_trains_starts_over_whole(
-    study_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-):
-    config = study("seeds=[0, 1]", "train.seeds_per_process=2")
+EVERY = "train.checkpoint_every_n_steps=2"
+
+
+def interrupted(config, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """A launch of `config` interrupted (Ctrl-C) before its group's fourth step."""
     real = group.fine_tune_stacked
     with monkeypatch.context() as patched:
         patched.setattr(
             group,
             "fine_tune_stacked",
-            lambda configs, tokenized, pad, callbacks, logger: real(
-                configs, tokenized, pad, [*callbacks, _Interrupt()], logger
+            lambda configs, tokenized, pad, callbacks, logger, checkpoint: real(
+                configs, tokenized, pad, [*callbacks, _Interrupt()], logger, checkpoint
             ),
         )
         with pytest.raises(KeyboardInterrupt):
             launching.launch(config, where="here", echo=print)
+
+
+@pytest.mark.slow
+def test_a_group_interrupted_while_it_trains_resumes_whole_from_its_checkpoint(
+    study_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    config = study("seeds=[0, 1]", "train.seeds_per_process=2", EVERY)
+    interrupted(config, monkeypatch)
     assert not Path("runs").exists() or not list(Path("runs").iterdir())  # none published
     work = sorted(Path(".seedvar/runs").glob("seed-*.partial.*"))
+    saved = [folder / "checkpoints" / "resume.ckpt" for folder in work]
     assert len(work) == 2 and not any((folder / "model").exists() for folder in work)
+    assert saved[0].stat().st_ino == saved[1].stat().st_ino  # one file, in each seed's folder
+    assert saved_at(saved[0]) == (2, [0, 1])
     capsys.readouterr()
     report = launching.launch(config, where="here", echo=print)
-    assert report.finished == [0, 1]
-    warned = capsys.readouterr().err
-    for seed in (0, 1):
-        assert f"seed {seed} starts over:" in warned
-        FinishedSeed(Path("runs"), seed).check()
-    assert "seeds trained stacked (train.seeds_per_process > 1) save none yet" in warned
+    assert report.finished == [0, 1] and "starts over" not in capsys.readouterr().err
+    whole = launching.launch(
+        study("seeds=[0, 1]", "train.seeds_per_process=2", EVERY, "output_dir=whole"),
+        where="here",
+        echo=print,
+    )
+    assert whole.finished == [0, 1]
     client = MlflowClient(f"sqlite:///{study_dir}/mlruns/mlflow.db")
     experiment = client.get_experiment_by_name("seedvar").experiment_id
+    for seed in (0, 1):  # resumed, bit for bit the uninterrupted run
+        resumed, uninterrupted = FinishedSeed(Path("runs"), seed), FinishedSeed(Path("whole"), seed)
+        resumed.check()
+        for name in SETS:
+            assert np.array_equal(logits(resumed, name), logits(uninterrupted, name)), name
+        run = client.get_run(resumed.run_id())
+        assert run.data.tags.get("seedvar.resumed") == "true" and run.info.status == "FINISHED"
+        steps = [point.step for point in client.get_metric_history(run.info.run_id, "train/loss")]
+        assert steps == sorted(set(steps))  # one curve, no step logged twice
     found = client.search_runs([experiment], "tags.`seedvar.role` = 'seed'")
-    assert sorted(run.info.status for run in found) == ["FINISHED"] * 2 + ["KILLED"] * 2
+    assert sorted(run.info.status for run in found) == ["FINISHED"] * 4  # none started over
     assert not list(Path(".seedvar/runs").glob("seed-*.partial.*"))
+
+
+@pytest.mark.slow
+def test_a_seed_whose_group_is_not_all_there_starts_over(
+    study_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    interrupted(study("seeds=[0, 1]", "train.seeds_per_process=2", EVERY), monkeypatch)
+    capsys.readouterr()
+    alone = study("seeds=[1]", "train.seeds_per_process=2", EVERY)  # seed 1 without seed 0
+    first = launching.launch(alone, where="here", echo=print)
+    assert first.finished == [] and list(first.failed) == [1]
+    held = "its training checkpoint is of seeds [0, 1] trained stacked, and seeds [1] resume"
+    assert held in first.failed[1].error and "next attempt starts it over" in first.failed[1].error
+    again = launching.launch(alone, where="here", echo=print)
+    assert again.finished == [1] and "seed 1 starts over" in capsys.readouterr().err
+    solo = launching.launch(study("seeds=[0]", EVERY), where="here", echo=print)  # K = 1
+    assert solo.finished == [0]
+    assert (
+        "seed 0 starts over: its training checkpoint is of seeds [0, 1] trained stacked, and "
+        "train.seeds_per_process is now 1" in capsys.readouterr().err
+    )
+    for seed in (0, 1):
+        FinishedSeed(Path("runs"), seed).check()
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,14 @@ def temporary(path: Path) -> Path:
     return path.with_name(f"{path.name}{TEMPORARY}{uuid.uuid4().hex[:8]}")
 
 
+def link_or_copy(source: str, target: str) -> None:
+    """A hard link to `source` at `target`, or a copy where links cannot go (another disk)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write `text` to `path` under a temporary name, then rename it into place (a failed
     write, a full disk, leaves `path` as it was and no temporary behind)."""

@@ -16,9 +16,9 @@ import yaml
 
 from seedvar.config import Config, validate
 from seedvar.errors import DataError
-from seedvar.files import temporary
+from seedvar.files import link_or_copy, temporary
 from seedvar.seeds.finished import CONFIG, DATA, MANIFEST, METRICS, damaged_files, read_config
-from seedvar.seeds.job import SeedJob, data_of, entry_name, link_or_copy, trained_as
+from seedvar.seeds.job import SeedJob, data_of, entry_name, trained_as
 
 
 def adopt(job: SeedJob, config: Config) -> Path | None:

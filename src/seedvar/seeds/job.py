@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from seedvar.config import Config
 from seedvar.errors import DiskError, OutputExistsError, Superseded, first_line
-from seedvar.files import remove_temporaries, temporary, write_atomically
+from seedvar.files import link_or_copy, remove_temporaries, temporary, write_atomically
 from seedvar.project import keep_of
 from seedvar.seeds.finished import (
     CONFIG,
@@ -263,12 +263,12 @@ class SeedJob:
             earlier.pop("took_over", None)  # what that one took over is no longer of interest
         self.work_dir.mkdir(parents=True, exist_ok=True)
         remove_temporaries(self.work_dir)
-        resumable, set_aside = self._resumable(config)
+        resumable, told = self._resumable(config)
         who = {"attempt": self.attempt_id, "host": socket.gethostname(), "pid": os.getpid()}
         who["started"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         said = {"took_over": earlier, "continues": resumable.continues}
         write_atomically(self.work_dir / ATTEMPT, json.dumps({**who, **self.note, **said}))
-        if resumable.stale_run_id and not set_aside:  # an unreadable checkpoint said so itself
+        if resumable.stale_run_id and not told:  # else it said why itself
             print(
                 f"seedvar: warning: seed {self.seed} starts over: {_attempt(earlier)} left no "
                 f"training checkpoint to resume from ({_checkpoints(config)})",
@@ -292,8 +292,9 @@ class SeedJob:
         return True
 
     def _resumable(self, config: Config) -> tuple[Resumable, bool]:
-        """What the work folder holds to continue from; and whether an unreadable checkpoint
-        was set aside."""
+        """What the work folder holds to continue from; and whether it said itself why there is
+        nothing (an unreadable checkpoint set aside; a stacked group's checkpoint where seeds
+        now train alone)."""
         if _recipe_hash(self.work_dir) != config.hash():
             return Resumable(), False
         run_id = _recorded(self.work_dir / RUN_STATE, "run_id")
@@ -303,7 +304,17 @@ class SeedJob:
             return Resumable(stale_run_id=run_id), False
         if not self.checkpoint_readable():
             return Resumable(stale_run_id=run_id), True
-        return Resumable(run_id, self.checkpoint, step=_step_of(self.checkpoint)), False
+        from seedvar.training.resume import saved_at  # torch: only where a checkpoint exists
+
+        step, group = saved_at(self.checkpoint)
+        if group and config.train.seeds_per_process == 1:
+            print(
+                f"seedvar: warning: seed {self.seed} starts over: its training checkpoint is "
+                f"of seeds {group} trained stacked, and train.seeds_per_process is now 1",
+                file=sys.stderr,
+            )
+            return Resumable(stale_run_id=run_id), True
+        return Resumable(run_id, self.checkpoint, step=step), False
 
     def checkpoint_readable(self) -> bool:
         """Whether the training checkpoint can be read. One that cannot (truncated by a full
@@ -420,25 +431,11 @@ def _attempt(record: dict[str, Any] | None) -> str:
 def _checkpoints(config: Config) -> str:
     """When a seed's training checkpoint is saved, as a reason for having none."""
     minutes, steps = config.train.checkpoint_every_minutes, config.train.checkpoint_every_n_steps
-    if config.train.seeds_per_process > 1:
-        return "seeds trained stacked (train.seeds_per_process > 1) save none yet"
     every = [f"every {minutes:g} minutes of training"] if minutes else []
     every += [f"every {steps} steps"] if steps else []
     if not every:
         return "this recipe saves none: train.checkpoint_every_minutes is off"
     return f"one is saved {' and '.join(every)}; it stopped before its first"
-
-
-def _step_of(checkpoint: Path) -> int | None:
-    """The training step a resume checkpoint was saved before (Lightning's `global_step`), read
-    without loading its tensors; None if it cannot be told."""
-    import torch
-
-    try:
-        saved = torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=False)
-        return int(saved["global_step"])
-    except Exception:  # a checkpoint it cannot read resumes all the same (or fails there)
-        return None
 
 
 def data_of(folder: Path) -> dict[str, str] | None:
@@ -484,11 +481,3 @@ def trained_as(trained: Config, config: Config) -> bool:
     """Whether a seed trained with `trained` (its recorded config) has `config`'s recipe (an
     "auto" precision: with what it chose where it was trained)."""
     return trained.hash() == config.with_precisions_of(trained).hash()
-
-
-def link_or_copy(source: str, target: str) -> None:
-    """A hard link to `source` at `target`, or a copy where links cannot go (another disk)."""
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)

@@ -21,7 +21,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from seedvar import progress, tracking
 from seedvar.config import Config
 from seedvar.data.prepared import StudyInputs, study_inputs
-from seedvar.errors import Superseded
+from seedvar.errors import SeedvarError, Superseded
 from seedvar.metrics import EVALUATE_SECONDS, TRAIN_SECONDS
 from seedvar.pretrained import load_tokenizer, load_trained
 from seedvar.project import prepared_data
@@ -35,7 +35,7 @@ from seedvar.tracking.retry import writing_for
 from seedvar.tracking.system import system_metrics
 from seedvar.training.device import device_name, evaluation_device, on_this_machine, use_gpu
 from seedvar.training.fit import fine_tune
-from seedvar.training.resume import ResumeCheckpoint
+from seedvar.training.resume import ResumeCheckpoint, saved_at
 
 if TYPE_CHECKING:
     import datasets
@@ -76,7 +76,10 @@ class Training:
     checkpoint: Path | None
 
     def alone(self) -> PreTrainedModel:
-        """The seed fine-tuned alone (`fine_tune`)."""
+        """The seed fine-tuned alone (`fine_tune`); `not_resumable` where its checkpoint is a
+        stacked group's."""
+        if self.checkpoint and (group := saved_at(self.checkpoint)[1]):
+            raise self.not_resumable(group, [self.config.train.seed])
         path = self.job.work_dir / TRAJECTORY
         pad = self.pad_token_id
         trajectory = [Trajectory(self.config, self.probes, pad, [path])] if self.probes else []
@@ -87,6 +90,17 @@ class Training:
             [self.fence, self.resume, *trajectory, *self.callbacks],
             logger=self.logger,
             checkpoint=self.checkpoint,
+        )
+
+    def not_resumable(self, group: list[int], here: list[int]) -> SeedvarError:
+        """The error of a seed whose checkpoint is of the stacked `group` where the seeds
+        `here` resume; its checkpoint is removed, so that its next attempt starts it over."""
+        if self.checkpoint:
+            self.checkpoint.unlink(missing_ok=True)
+        return SeedvarError(
+            f"seed {self.config.train.seed}: its training checkpoint is of seeds {group} trained "
+            f"stacked, and seeds {here} resume here; its checkpoint is removed, so its next "
+            "attempt starts it over"
         )
 
 

@@ -73,11 +73,13 @@ def fine_tune_stacked(
     pad_token_id: int,
     callbacks: list[L.Callback],
     logger: Logger | bool = False,
+    checkpoint: Path | None = None,
 ) -> tuple[list[PreTrainedModel], dict[int, int]]:
     """Train the seeds of `configs` (one recipe) stacked in one Trainer (training/stacked.py),
-    each seed's real tokens only; returns each seed's own fine-tuned model, in their order, and
-    the seeds whose loss became non-finite, with the step it first was (their models are not
-    results). DivergedError only once every seed has diverged."""
+    each seed's real tokens only, from their group's resumable `checkpoint` if given; returns
+    each seed's own fine-tuned model, in their order, and the seeds whose loss became
+    non-finite, with the step it first was (their models are not results). DivergedError only
+    once every seed has diverged."""
     config, seeds = configs[0], [each.train for each in configs]
     gpu = _ready(config)
     models, streams = initialised(
@@ -91,7 +93,7 @@ def fine_tune_stacked(
         data_seeds=[seed.effective_data_seed for seed in seeds],
         unpadded=True,
     )
-    stacked = fit(_trainer(config, gpu, callbacks, logger), module, datamodule)
+    stacked = fit(_trainer(config, gpu, callbacks, logger), module, datamodule, checkpoint)
     for index, model in enumerate(models):
         model.load_state_dict(seed_weights(stacked, index))
     return models, module.diverged()

@@ -8,13 +8,16 @@ from __future__ import annotations
 import os
 import time
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
 
-from seedvar.files import temporary
+from seedvar.files import link_or_copy, temporary
+
+GROUP = "seedvar_group"  # a stacked checkpoint's key for its seeds, in order
 
 
 def batches_done_in_epoch(trainer: L.Trainer) -> int:
@@ -32,12 +35,19 @@ class ResumeCheckpoint(L.Callback):
     out. A save's seconds and bytes go to the logger (`checkpoint/seconds`, `checkpoint/bytes`).
     seedvar's own rather than Lightning's ModelCheckpoint: that one saves after a step (the
     step's RNG draws already spent), into a folder it creates with parents, and without the
-    RNG state, so a resumed seed would not retrace the same dropout masks."""
+    RNG state, so a resumed seed would not retrace the same dropout masks.
+
+    `links`: more paths that get the same checkpoint once it is saved (seeds trained stacked:
+    their group's checkpoint in each seed's own work folder, hard links where they can be)."""
 
     def __init__(
-        self, path: Path, every_minutes: float | None, every_n_steps: int | None = None
+        self,
+        path: Path,
+        every_minutes: float | None,
+        every_n_steps: int | None = None,
+        links: Sequence[Path] = (),
     ) -> None:
-        self.path = path
+        self.path, self.links = path, list(links)
         self.every_seconds = every_minutes * 60 if every_minutes else None
         self.every_n_steps = every_n_steps
         self.last_saved = time.monotonic()
@@ -67,6 +77,11 @@ class ResumeCheckpoint(L.Callback):
         partial = temporary(self.path)
         trainer.save_checkpoint(partial, weights_only=False)  # the whole state: resumable
         os.replace(partial, self.path)
+        for link in self.links:
+            link.parent.mkdir(exist_ok=True)
+            linked = temporary(link)
+            link_or_copy(str(self.path), str(linked))
+            os.replace(linked, link)
         self.last_saved = time.monotonic()
         seconds, size = self.last_saved - started, self.path.stat().st_size
         self.saves.append((seconds, size))
@@ -87,6 +102,17 @@ class ResumeCheckpoint(L.Callback):
         present = torch.cuda.device_count() if torch.cuda.is_available() else 0
         for device, state in enumerate(state_dict["cuda_rng"][:present]):
             torch.cuda.set_rng_state(state, device)
+
+
+def saved_at(checkpoint: Path) -> tuple[int | None, list[int] | None]:
+    """The training step a resume checkpoint was saved before (Lightning's `global_step`) and,
+    for seeds trained stacked, their seeds (`GROUP`), read without loading its tensors; a step
+    of None where it cannot be told."""
+    try:
+        saved = torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=False)
+        return int(saved["global_step"]), saved.get(GROUP)
+    except Exception:  # a checkpoint it cannot read resumes all the same (or fails there)
+        return None, None
 
 
 def readable(checkpoint: Path) -> bool:

@@ -15,6 +15,7 @@ from transformers import PreTrainedModel
 
 from seedvar.errors import DivergedError
 from seedvar.training.module import LEARNING_RATE, TRAIN_LOSS, NLIClassifier, seed_key
+from seedvar.training.resume import GROUP
 from seedvar.training.stacked import Packing, SeedStreams, packed_logits, stack_models
 from seedvar.training.stacked_data import StackedBatch
 
@@ -148,6 +149,7 @@ class StackedClassifier(NLIClassifier):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint[STREAMS] = self.streams.states()
+        checkpoint[GROUP] = self.seeds  # whose checkpoint it is: these seeds, in this order
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.streams.restore(checkpoint[STREAMS])
