@@ -395,3 +395,26 @@ def test_a_seed_logs_its_own_gpu_alone_not_every_gpu_of_its_node(
             "system/gpu_0_power_usage_percentage": 14.3,
         }, name  # the CPU seed's step added none (the GPU seed's stay the latest values)
         assert _history(run, "system/gpu_0_utilization_percentage") == [0], name
+
+
+def test_a_write_waiting_for_a_busy_store_counts_as_progress(tmp_path: Path):
+    """A seed whose write waits for a locked store is not stuck: each try ticks its progress,
+    so a driver cancels the seed that holds the store (frozen mid-write), not the one waiting
+    (tests/test_ray.py's frozen task once cancelled both)."""
+    from seedvar import progress
+    from seedvar.tracking.retry import retried
+
+    tries = []
+
+    @retried
+    def write() -> str:
+        tries.append(time.monotonic())
+        if len(tries) < 4:
+            raise sqlite3.OperationalError("database is locked")
+        return "written"
+
+    path = tmp_path / "progress.json"
+    with progress.reporting(path, "attempt", 1):
+        assert write() == "written"
+        counted = progress.read(path)
+    assert len(tries) == 4 and counted is not None and counted.batches == 3

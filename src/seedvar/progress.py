@@ -64,6 +64,15 @@ def tick(phase: str | None = None, step: int | None = None, total: int | None = 
         _write()
 
 
+def waiting() -> None:
+    """The attempt waits for something outside it (a busy tracking store) and is not stuck:
+    counted as a batch, so that a driver does not take the wait for a freeze and cancel it
+    rather than the attempt that holds the store. Written at once: waits are few and long."""
+    if _current is not None:
+        _current.batches += 1
+        _write()
+
+
 def _write() -> None:
     global _written
     if _path is None or _current is None:

@@ -16,6 +16,7 @@ from typing import ParamSpec, TypeVar
 
 from mlflow.tracking import MlflowClient
 
+from seedvar import progress
 from seedvar.errors import transient_cause
 
 WRITE_RETRY_SECONDS = 300.0  # how long one write keeps trying
@@ -93,6 +94,7 @@ def retried(write: Callable[P, R]) -> Callable[P, R]:
                     if not waiting:
                         busy(cause)
                         waiting = True
+                    progress.waiting()
                     time.sleep(wait)
                     wait = min(2 * wait, LONGEST_WAIT)
         finally:
