@@ -28,6 +28,13 @@ OFFLINE = REPO / "data" / "offline"
 
 # Every command a test starts has a timeout (seconds), several times what it needs on 2 busy
 # cores, so that a hung command fails its test instead of holding the suite.
+# seeds one after another in the launching process, for tests about anything but seeds at once:
+# no local Ray to start (about 25 s of CPU a launch, measured on 2 smoke seeds)
+ONE_AT_A_TIME = {
+    "address": None,
+    "cpus_per_seed": len(os.sched_getaffinity(0)),
+    "gpus_per_seed": None,
+}
 QUICK = 120  # a command that stops at an error before any work; git and dvc bookkeeping
 STUDY = 600  # a command that trains: a smoke seed, a smoke `dvc repro`, a smoke sweep
 PAGE = 120  # a page's first load in headless Chromium on 2 busy cores (the MLflow UI's)
@@ -74,9 +81,17 @@ def _kill(process: subprocess.Popen) -> tuple[str, str]:
 
 def make(*arguments: str) -> list[str]:
     """`make` with this test environment as its .venv (taken as installed: make must not
-    build another)."""
+    build another); quiet about directories, as it is not when a `make` runs the tests."""
     venv = Path(sys.prefix)
-    return ["make", "-o", str(venv / ".installed-cpu"), f"VENV={venv}", "LOCK=cpu", *arguments]
+    return [
+        "make",
+        "--no-print-directory",
+        "-o",
+        str(venv / ".installed-cpu"),
+        f"VENV={venv}",
+        "LOCK=cpu",
+        *arguments,
+    ]
 
 
 def run_ok(*command: str, cwd: Path, timeout: float = STUDY) -> str:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.helpers import (
+    ONE_AT_A_TIME,
     QUICK,
     STUDY,
     commit,
@@ -31,7 +32,9 @@ SEED_STAGES = {"train"}
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory, dvc_environment: None) -> Path:
     """A smoke study of two seeds, reproduced and committed in clone `a`."""
-    project = dvc_project(tmp_path_factory.mktemp("clones") / "a", profile="smoke", seeds=[0, 1])
+    project = dvc_project(
+        tmp_path_factory.mktemp("clones") / "a", profile="smoke", seeds=[0, 1], ray=ONE_AT_A_TIME
+    )
     run_ok("dvc", "repro", cwd=project)
     commit(project, "study")
     return project

@@ -37,7 +37,7 @@ from tests.helpers import (
 pytestmark = pytest.mark.slow
 
 SEEDS = [0, 1, 2]
-RECIPE = {"data": {"max_train_examples": 800}, "train": {"epochs": 2}}
+RECIPE = {"data": {"max_train_examples": 400}, "train": {"epochs": 2}}  # 50 steps a seed
 # two seeds at once on any machine of two or more cores, so that one finishes while another
 # trains; one at a time on one core
 CPUS = max(1, len(os.sched_getaffinity(0)) // 2)

@@ -14,6 +14,7 @@ from seedvar.results.aggregate import read_headline
 from seedvar.scale.cluster import SeedResources, this_machine
 from tests.helpers import (
     MINE,
+    ONE_AT_A_TIME,
     QUICK,
     commit,
     dvc_project,
@@ -257,7 +258,7 @@ def test_each_offline_study_runs_through_dvc_repro_at_smoke_size(
 ):
     """The rte study as a 2 x 2 factorial design: a seed stage per cell, both seeds tagged
     in MLflow, the seed variance split by source, a trajectory per seed."""
-    project = dvc_project(tmp_path, profile=profile, **design, **SMOKE_SIZE)
+    project = dvc_project(tmp_path, profile=profile, ray=ONE_AT_A_TIME, **design, **SMOKE_SIZE)
     assert "aggregate" in stages_ran(run_ok("dvc", "repro", cwd=project))
     seeds = pd.read_csv(project / "results" / "seeds.csv")
     assert seeds["seed"].tolist() == design["seeds"]

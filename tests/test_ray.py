@@ -40,9 +40,9 @@ pytestmark = pytest.mark.slow
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="pip install -e '.[ray]'")
 
 SEEDS = [0, 1, 2]
-# long enough to be interrupted mid-training (100 steps, a checkpoint every 3)
+# long enough to be interrupted mid-training (50 steps, a checkpoint every 3)
 RECIPE = {
-    "data": {"max_train_examples": 800, "max_eval_examples": 300},
+    "data": {"max_train_examples": 400, "max_eval_examples": 300},
     "train": {"epochs": 2, "checkpoint_every_n_steps": 3},
 }
 SETS = ("mnli_matched", "mnli_mismatched", "hans")
@@ -90,11 +90,12 @@ def launch_report(path: Path) -> dict:
 
 
 def wait_for(condition, process: subprocess.Popen, timeout: float = 300) -> None:  # noqa: ANN001
+    """Until `condition()`, asked twice a second (it may read checkpoints: the test's own CPU)."""
     deadline = time.monotonic() + timeout
     while not condition():
         assert process.poll() is None, process.communicate(timeout=QUICK)[0]
         assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
+        time.sleep(0.5)
 
 
 def attempt_of(folder: Path) -> dict:
@@ -110,7 +111,8 @@ def checkpointed(runs: Path, at_least: int) -> Path | None:
 
     for checkpoint in runs.glob("seed-*.partial.*/checkpoints/resume.ckpt"):
         try:
-            step = torch.load(checkpoint, map_location="cpu", weights_only=False)["global_step"]
+            saved = torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=False)
+            step = saved["global_step"]
         except (OSError, RuntimeError, EOFError):
             continue
         if step >= at_least and attempt_of(checkpoint.parents[1]):

@@ -5,20 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import (
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    BertConfig,
-    BertForSequenceClassification,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-)
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
 from seedvar.errors import ModelError, first_line
 from seedvar.offline_models import OFFLINE_MINILM, TINY_RANDOM
+
+if TYPE_CHECKING:  # transformers' model classes take seconds to import: only where models load
+    from transformers import PreTrainedModel
 
 ATTENTION = "sdpa"  # PyTorch's fused scaled-dot-product attention (flash / memory-efficient)
 
@@ -49,6 +46,12 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
 def load_model(name: str, init_seed: int, labels: list[str]) -> PreTrainedModel:
     """A classifier over `labels` (their order: the data's integer labels); new weights are
     drawn from `init_seed`."""
+    from transformers import (
+        AutoModelForSequenceClassification,
+        BertConfig,
+        BertForSequenceClassification,
+    )
+
     torch.manual_seed(init_seed)
     id2label = dict(enumerate(labels))
     label2id = {label: index for index, label in id2label.items()}
@@ -81,6 +84,8 @@ def load_model(name: str, init_seed: int, labels: list[str]) -> PreTrainedModel:
 def load_trained(folder: Path, device: torch.device) -> PreTrainedModel:
     """A fine-tuned seed's saved model on `device`, in full precision (its weights may be kept
     in half)."""
+    from transformers import AutoModelForSequenceClassification
+
     with quietly():
         model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
     return model.to(device)

@@ -168,8 +168,7 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
     written = []
     for figure_name, figure in figures.items():
         written += [report_dir / f"{figure_name}.png", report_dir / f"{figure_name}.svg"]
-        save_png(figure, written[-2])
-        figure.savefig(written[-1], bbox_inches="tight")
+        save_png(figure, *written[-2:])
         plt.close(figure)
     sizes = {s: len(table) for s, table in agreement.items()}
     interaction = results_dir / "interaction.csv"
