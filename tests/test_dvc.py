@@ -130,9 +130,10 @@ def test_dvc_exp_run_sets_documented_keys(study: Path, setting: str):
 @pytest.mark.parametrize("how", ["--temp", "--queue"])
 def test_temporary_and_queued_experiments_track_into_the_workspace(study: Path, how: str):
     """DVC runs them in a copy of the workspace that it deletes afterwards: their MLflow runs
-    and finished seeds go to the workspace's store and keep (anchored at DVC_ROOT)."""
+    and finished seeds go to the workspace's store and keep (anchored at DVC_ROOT). The
+    experiment runs the seeds' stages (`train`), which are what write there."""
     rate = {"--temp": "0.002", "--queue": "0.003"}[how]
-    run_ok("dvc", "exp", "run", how, "-S", f"train.learning_rate={rate}", cwd=study)
+    run_ok("dvc", "exp", "run", how, "-S", f"train.learning_rate={rate}", "train", cwd=study)
     if how == "--queue":
         run_ok("dvc", "queue", "start", cwd=study)
         deadline = time.monotonic() + STUDY

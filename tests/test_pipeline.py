@@ -37,8 +37,9 @@ def at_once(seeds: int) -> int:
 
 @pytest.fixture(scope="module")
 def reproduced(dvc_environment: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """The smoke study (seeds 0-2) after its first `dvc repro`, and what that printed; shared by
-    the tests below, the one that changes it last."""
+    """The smoke study (seeds 0-2) after its first `dvc repro`, and what that printed. (That
+    seeds trained at once predict what they predict one after another, bit for bit, is checked
+    by benchmarks/seeds_at_once.py's smoke run, in tests/test_benchmarks.py.)"""
     project = dvc_project(
         tmp_path_factory.mktemp("study"), profile="smoke", seeds=[0, 1, 2], ray=ONE_CPU
     )
@@ -52,29 +53,6 @@ GLANCE = (
     r"^(?!Experiment|seeds|verdict|hans/ln_subject/object_swap.std|train\.).*",
 )
 ONE_CPU = {"address": None, "cpus_per_seed": 1, "gpus_per_seed": None}
-
-
-def test_seeds_trained_at_once_predict_what_seeds_trained_one_after_another(
-    reproduced: tuple[Path, str],
-    tmp_path_factory: pytest.TempPathFactory,
-    monkeypatch: pytest.MonkeyPatch,
-):
-    """Bit for bit, at the same thread count (1: what a seed at once has with one CPU; a float
-    sum depends on the thread count, so 2 threads differ in the last bits of the logits)."""
-    project = reproduced[0]
-    alone = dvc_project(tmp_path_factory.mktemp("alone"), profile="smoke", seeds=[0, 1, 2])
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # torch's thread count in `seedvar train`
-    run_ok("dvc", "repro", "prepare", cwd=alone)
-    for seed in range(3):  # by hand, one after another
-        run_ok("seedvar", "train", "--seed", str(seed), "--prepared", "prepared", cwd=alone)
-    run_ok("seedvar", "aggregate", "--results", "results", cwd=alone)
-    for seed in range(3):
-        for path in (project / "runs" / f"seed-{seed}" / "predictions").iterdir():
-            theirs = alone / "runs" / f"seed-{seed}" / "predictions" / path.name
-            assert pd.read_parquet(path).equals(pd.read_parquet(theirs)), path
-    assert (project / "results" / "seeds.csv").read_text() == (
-        alone / "results" / "seeds.csv"
-    ).read_text()
 
 
 def test_dvc_repro_runs_the_study_and_reruns_only_what_changed(
@@ -189,7 +167,7 @@ def test_a_declared_file_is_a_dependency_of_the_stage_that_reads_it(
     (project / "data" / "mine").mkdir()
     frame = write_challenge_set(project / "data" / "mine" / "test.csv")
     commit(project, "my own set")
-    run_ok("dvc", "repro", cwd=project)
+    run_ok("dvc", "repro", "train", cwd=project)  # the stages that read the set
     assert len(pd.read_parquet(project / "prepared" / "mine.parquet")) == len(frame)
     status = ("dvc", "status", "prepare")
     assert "up to date" in run_ok(*status, cwd=project, timeout=QUICK)
@@ -202,7 +180,7 @@ def test_a_declared_file_is_a_dependency_of_the_stage_that_reads_it(
     changed = run_ok(*status, cwd=project, timeout=QUICK)
     assert "prepare:" in changed and "modified:" in changed and "data" in changed, changed
 
-    run_ok("dvc", "repro", cwd=project)
+    run_ok("dvc", "repro", "train", cwd=project)
     gold = pd.read_parquet(project / "runs/seed-0/predictions/mine.parquet")["gold"]
     assert (gold != gold_before).sum() == 1  # scored on the edited set: its one changed label
     assert len(list((project / ".seedvar/runs/seed-0").iterdir())) == 2  # both seeds kept
