@@ -25,23 +25,23 @@ from tests.helpers import PAGE, QUICK, REPO  # noqa: E402
 # `PYTEST_WORKERS=2 make test` runs the suite on two workers, a module to a worker (`--dist
 # loadfile`), and starting these first lets the two finish together. Tests keep their order in
 # a module.
-LONGEST_FIRST = [  # seconds per module, `pytest -n 2` on 2 idle cores, 2026-12-07 (1,714 s)
+LONGEST_FIRST = [  # seconds per module, `pytest -n 2` on 2 busy cores, 2026-12-07 (1,560 s)
     # in this order, not strictly longest first: test_ray.py and test_pipeline.py started
-    # together took 572 and 547 s (not 469 and 446) and the suite 1,768 s
-    "test_benchmarks.py",  # 295
-    "test_verdict.py",  # 67
-    "test_pipeline.py",  # 446
-    "test_ray.py",  # 469
-    "test_stacked_launch.py",  # 47, about 80 with its group-resume tests
-    "test_interruptions.py",  # 400
-    "test_dvc.py",  # 354
-    "test_integrity.py",  # 105
-    "test_fencing.py",  # 109
-    "test_sweep.py",  # 164
-    "test_safety.py",  # 112
-    "test_tracking_store.py",  # 101
-    "test_cli.py",  # 86, about 40 since the hub test no longer waits
-    "test_readme.py",  # 167, about 55 since make test's recipe is expanded, not run
+    # together slowed each other by a fifth (572 and 547 s, not 469 and 446, at 1,768 s)
+    "test_benchmarks.py",  # 340
+    "test_verdict.py",  # 82
+    "test_pipeline.py",  # 395
+    "test_ray.py",  # 494
+    "test_stacked_launch.py",  # 64
+    "test_interruptions.py",  # 394
+    "test_dvc.py",  # 292
+    "test_integrity.py",  # 99
+    "test_fencing.py",  # 89
+    "test_sweep.py",  # 161
+    "test_safety.py",  # 105
+    "test_tracking_store.py",  # 108
+    "test_cli.py",  # 36
+    "test_readme.py",  # 51
 ]
 
 
