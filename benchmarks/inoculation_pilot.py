@@ -35,7 +35,7 @@ import pandas as pd
 import smoke
 
 from seedvar.config import load_config
-from seedvar.report.figures import save_png
+from seedvar.report.figures import save_figure
 from seedvar.stats.bounds import ALPHA
 from seedvar.training.device import cpu_description
 
@@ -212,7 +212,7 @@ def plot_sweep(rows: pd.DataFrame, path: Path) -> None:
         axis.set_xticks(range(len(sizes)), [f"{size:,}" for size in sizes])
     axes[0].set_ylabel("AUC of the entailment score (%)")
     figure.tight_layout()
-    save_png(figure, path)
+    save_figure(figure, path)
     plt.close(figure)
 
 

@@ -31,7 +31,7 @@ from mlflow import MlflowClient  # noqa: E402
 from seedvar.config import load_config  # noqa: E402
 from seedvar.declared import primary_column  # noqa: E402
 from seedvar.metrics import EVALUATE_SECONDS, TRAIN_SECONDS  # noqa: E402
-from seedvar.report.figures import save_png  # noqa: E402
+from seedvar.report.figures import save_figure  # noqa: E402
 from seedvar.seeds.seed import run_seed  # noqa: E402
 from seedvar.training.device import (  # noqa: E402
     cpu_description,
@@ -138,7 +138,7 @@ def plot(points: pd.DataFrame, results: Path) -> Path:
     axes[0].legend(fontsize=8)
     figure.suptitle("Offline MiniLM, seed 0: training pairs x epochs (labels), one seed each")
     out = results / "learning-curve.png"
-    save_png(figure, out)
+    save_figure(figure, out)
     return out
 
 

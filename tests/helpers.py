@@ -28,6 +28,10 @@ OFFLINE = REPO / "data" / "offline"
 
 # Every command a test starts has a timeout (seconds), several times what it needs on 2 busy
 # cores, so that a hung command fails its test instead of holding the suite.
+QUICK = 120  # a command that stops at an error before any work; git and dvc bookkeeping
+STUDY = 600  # a command that trains: a smoke seed, a smoke `dvc repro`, a smoke sweep
+PAGE = 120  # a page's first load in headless Chromium on 2 busy cores (the MLflow UI's)
+
 # seeds one after another in the launching process, for tests about anything but seeds at once:
 # no local Ray to start (about 25 s of CPU a launch, measured on 2 smoke seeds)
 ONE_AT_A_TIME = {
@@ -35,9 +39,6 @@ ONE_AT_A_TIME = {
     "cpus_per_seed": len(os.sched_getaffinity(0)),
     "gpus_per_seed": None,
 }
-QUICK = 120  # a command that stops at an error before any work; git and dvc bookkeeping
-STUDY = 600  # a command that trains: a smoke seed, a smoke `dvc repro`, a smoke sweep
-PAGE = 120  # a page's first load in headless Chromium on 2 busy cores (the MLflow UI's)
 
 
 # Commands

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from seedvar.report.figures import save_png
+from seedvar.report.figures import save_figure
 from seedvar.seeds.evaluate import write_predictions
 
 matplotlib.use("Agg")
@@ -66,7 +66,7 @@ def test_a_figure_is_kept_as_a_palette_png_smaller_than_matplotlibs(tmp_path: Pa
     for seed in range(12):
         axis.plot(np.random.default_rng(seed).random(50), label=f"seed {seed}")
     axis.legend()
-    save_png(figure, tmp_path / "kept.png")
+    save_figure(figure, tmp_path / "kept.png")
     figure.savefig(tmp_path / "full.png", dpi=120, bbox_inches="tight")
     plt.close(figure)
     kept, full = Image.open(tmp_path / "kept.png"), Image.open(tmp_path / "full.png")

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from seedvar.report.figures import save_png  # noqa: E402
+from seedvar.report.figures import save_figure  # noqa: E402
 from seedvar.report.wording import configurations_text  # noqa: E402
 from seedvar.results.configurations import compare  # noqa: E402
 
@@ -48,7 +48,7 @@ def write_comparison(studies: dict[str, Path], output: Path, columns: list[str] 
     rows = pd.DataFrame(record["rows"])
     rows.to_csv(output / "compare.csv", index=False)
     figure = spread_figure(rows, record["reference"])
-    save_png(figure, output / FIGURE)
+    save_figure(figure, output / FIGURE)
     plt.close(figure)
     answer = configurations_text(record)
     numbers = ["mean", "observed_std", "seed_std", "seed_std_low", "seed_std_high", "noise_std"]

@@ -11,8 +11,8 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 
-def save_png(figure: Figure, path: Path, svg: Path | None = None) -> None:
-    """Write `figure` to `path` as a 256-colour PNG at 120 dpi (plots use few colours), and to
+def save_figure(figure: Figure, png: Path, svg: Path | None = None) -> None:
+    """Write `figure` to `png` as a 256-colour PNG at 120 dpi (plots use few colours), and to
     `svg` as SVG when given."""
     figure.draw_without_rendering()  # the layout (constrained or tight), then kept as it is
     figure.set_layout_engine("none")
@@ -20,7 +20,7 @@ def save_png(figure: Figure, path: Path, svg: Path | None = None) -> None:
     figure.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
     full = Image.open(buffer).convert("RGB")
     full.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(
-        path, optimize=True
+        png, optimize=True
     )
     if svg is not None:
         figure.savefig(svg, bbox_inches="tight")

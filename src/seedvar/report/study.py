@@ -23,7 +23,7 @@ from seedvar.data.io import read_table  # noqa: E402
 from seedvar.declared import design_columns, primary_column, primary_set  # noqa: E402
 from seedvar.metrics import other_labels_column  # noqa: E402
 from seedvar.report import wording  # noqa: E402
-from seedvar.report.figures import save_png  # noqa: E402
+from seedvar.report.figures import save_figure  # noqa: E402
 from seedvar.report.past_the_paper import further_figures, panels  # noqa: E402
 from seedvar.report.wording import CAPTIONS, TITLE  # noqa: E402
 from seedvar.results.aggregate import as_trained, diagnostic_masks, flat_headline  # noqa: E402
@@ -168,7 +168,7 @@ def write_report(config: Config, results_dir: Path, report_dir: Path) -> list[Pa
     written = []
     for figure_name, figure in figures.items():
         written += [report_dir / f"{figure_name}.png", report_dir / f"{figure_name}.svg"]
-        save_png(figure, *written[-2:])
+        save_figure(figure, *written[-2:])
         plt.close(figure)
     sizes = {s: len(table) for s, table in agreement.items()}
     interaction = results_dir / "interaction.csv"

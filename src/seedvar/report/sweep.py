@@ -16,7 +16,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from seedvar.config import Config  # noqa: E402
-from seedvar.report.figures import save_png  # noqa: E402
+from seedvar.report.figures import save_figure  # noqa: E402
 from seedvar.report.wording import search_summary, sweep_summary  # noqa: E402
 from seedvar.results.aggregate import prediction_shares  # noqa: E402
 from seedvar.results.evidence import from_predictions  # noqa: E402
@@ -118,7 +118,7 @@ def write_sweep_outputs(config: Config, study: optuna.Study, out_dir: Path) -> l
             axis.text(0.5, 0.5, "importances need 2 or more completed trials", ha="center")
             axis.set_axis_off()
     for name, figure in figures.items():
-        save_png(figure, out_dir / f"{name}.png")
+        save_figure(figure, out_dir / f"{name}.png")
         plt.close(figure)
     params = [c for c in table if c.startswith("param/")]
     axes = axes_of(config)[:1] if searching else axes_of(config)
